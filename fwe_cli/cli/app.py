@@ -1,0 +1,35 @@
+"""The `fwe` command line: thin commands over the loader core."""
+
+import typer
+
+from fwe_cli import __version__
+from fwe_cli.cli import smoke_cmd
+
+app = typer.Typer(
+    name="fwe",
+    help="FineWeb-Edu loader toolkit: measure, fix and gate data-loader stalls. "
+    "Data goes to stdout (--json), humans to stderr, artifacts to ./artifacts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"fwe {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """FineWeb-Edu loader toolkit."""
+
+
+app.command("smoke", help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
+
+
+def main() -> None:
+    app()

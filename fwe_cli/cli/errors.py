@@ -1,0 +1,43 @@
+"""The one place where known exceptions become one-line messages and exit codes."""
+
+from __future__ import annotations
+
+from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError, TokenizerError
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran but its checks or targets failed
+EXIT_USAGE = 2  # bad flag, variable or config value (typer's own usage errors use 2 as well)
+EXIT_TIMEOUT = 3  # no batch within the timeout
+EXIT_LOADER = 4  # the loader, source or tokenizer failed
+
+EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
+    f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error."
+)
+
+_CODES: list[tuple[type[BaseException], int]] = [
+    (ConfigError, EXIT_USAGE),
+    (LoaderTimeout, EXIT_TIMEOUT),
+    (LoaderError, EXIT_LOADER),
+    (SourceError, EXIT_LOADER),
+    (TokenizerError, EXIT_LOADER),
+    (FweError, EXIT_LOADER),
+]
+
+
+def exit_code_for(exc: BaseException | None) -> int:
+    if exc is None:
+        return EXIT_OK
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return EXIT_FAILED
+
+
+def one_line(exc: BaseException) -> str:
+    """`error: <message>` (plus the root cause when it adds something)."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause) and str(cause) not in message:
+        message += f" (caused by {type(cause).__name__}: {str(cause).splitlines()[0]})"
+    return message

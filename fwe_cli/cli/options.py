@@ -1,0 +1,82 @@
+"""Loader flags shared by every command, declared once and added to each command's signature.
+
+Every flag defaults to None ("not given") so `resolve_config` can apply flag > NSA_FWE_* variable > default.
+"""
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import typer
+
+from fwe_cli.cli.errors import exit_code_for, one_line
+from fwe_cli.cli.output import console
+from fwe_cli.errors import FweError
+
+PANEL = "Loader"
+
+
+def _opt(*names: str, help: str, **kw) -> typer.models.OptionInfo:
+    return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False, **kw)
+
+
+LOADER_OPTIONS: dict[str, tuple[object, object]] = {
+    "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
+    "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
+    "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),
+    "name": (Optional[str], _opt("--name", help="Hub dataset config. Default sample-10BT.")),
+    "split": (Optional[str], _opt("--split", help="Hub split. Default train.")),
+    "tokenizer": (Optional[str], _opt("--tokenizer", help="byte | path/to/tokenizer.json | Hub id (gpt2). Default byte.")),
+    "seq_len": (Optional[int], _opt("--seq-len", help="Tokens per row. Default 1024.")),
+    "batch_size": (Optional[int], _opt("--batch", help="Rows per batch. Default 1.")),
+    "doc_batch": (Optional[int], _opt("--doc-batch", help="Docs per encode_batch call (env NSA_FWE_DOC_BATCH). Default 64.")),
+    "queue_depth": (Optional[int], _opt("--q", help="Prefetch queue depth in batches (env NSA_FWE_Q). Default 8.")),
+    "prefetch": (Optional[bool], _opt("--prefetch/--no-prefetch", help="Background producer thread (env NSA_FWE_PREFETCH). Default on.")),
+    "warmup_batches": (Optional[int], _opt("--warmup-batches", help="Batches to queue before step 1 (env NSA_FWE_WARMUP_BATCHES). Default 0.")),
+    "warmup_timeout": (Optional[float], _opt("--warmup-timeout", help="Max warmup wait, s (env NSA_FWE_WARMUP_TIMEOUT). Default 30.")),
+    "report_docs": (Optional[int], _opt("--report-docs", help="Progress heartbeat every N docs, 0 off (env NSA_FWE_REPORT_DOCS). Default 1000.")),
+    "tokenizer_threads": (Optional[int], _opt("--tokenizer-threads", help="Parallel tokenize threads, 0 = per core (env NSA_FWE_TOKENIZER_THREADS).")),
+    "shard_mod": (Optional[int], _opt("--shard-mod", help="Number of shards: doc i goes to shard i % mod. Default 1.")),
+    "shard_rem": (Optional[int], _opt("--shard-rem", help="This shard, 0 <= rem < mod. Default 0.")),
+    "seed": (Optional[int], _opt("--seed", help="Synthetic source seed. Default 0.")),
+    "bad_records": (Optional[str], _opt("--bad-records", help="Malformed local record: skip (count, report) | error. Default skip.")),
+    "allow_partial": (Optional[bool], _opt("--allow-partial", help="Read an incomplete bootstrap directory.")),
+    "synthetic_on_fail": (Optional[bool], _opt("--synthetic-on-fail", help="If the first batch fails, fall back LOUDLY to synthetic data.")),
+    "as_torch": (Optional[bool], _opt("--torch", help="Yield torch tensors (pinned memory when CUDA is available).")),
+    "heartbeat_dir": (Optional[str], _opt("--heartbeat-dir", help="Write heartbeat_rank{rank}.jsonl telemetry here.")),
+    "rank": (Optional[int], _opt("--rank", help="Rank for heartbeat lines. Default 0.")),
+}
+
+
+def fwe_command(with_loader_options: bool = True) -> Callable:
+    """Decorate a command: add the loader flags (collected into `loader_flags`) and map FweError to
+    a one-line message and its exit code."""
+
+    def decorate(func: Callable) -> Callable:
+        sig = inspect.signature(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if with_loader_options:
+                kwargs["loader_flags"] = {name: kwargs.pop(name) for name in LOADER_OPTIONS}
+            try:
+                return func(*args, **kwargs)
+            except FweError as exc:
+                console.print(f"[bold red]error:[/] {one_line(exc)}", soft_wrap=True)
+                raise typer.Exit(exit_code_for(exc)) from None
+
+        if with_loader_options:
+            params = [p for p in sig.parameters.values() if p.name != "loader_flags"]
+            for name, (annotation, option) in LOADER_OPTIONS.items():
+                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=None, annotation=Annotated[annotation, option]))
+            wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+            wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
+ArtifactsDir = Annotated[Path, typer.Option("--artifacts-dir", help="Where artifacts are written.")]

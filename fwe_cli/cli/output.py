@@ -1,0 +1,23 @@
+"""Output conventions: data on stdout (JSON), humans on stderr (rich)."""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+from rich.console import Console
+
+console = Console(stderr=True, highlight=False)
+
+
+def print_json(obj) -> None:
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    sys.stdout.flush()
+
+
+def fmt_s(value: float | None) -> str:
+    return "—" if value is None else (f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s")
+
+
+def fmt_ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} ms"

@@ -1,0 +1,209 @@
+"""Loader configuration: one frozen dataclass, and the one place that reads the users' variables.
+
+Precedence is flag > environment variable > default, applied only in `resolve_config`. Every bad value
+raises `ConfigError` with a one-line message naming the setting and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from fwe_cli.errors import ConfigError
+
+SOURCES = ("hub", "local", "synthetic")
+BAD_RECORD_POLICIES = ("skip", "error")
+
+# The users' environment variables -> (config field, parser name). Read nowhere else.
+ENV_VARS: dict[str, str] = {
+    "NSA_FWE_DOC_BATCH": "doc_batch",
+    "NSA_FWE_PREFETCH": "prefetch",
+    "NSA_FWE_Q": "queue_depth",
+    "NSA_FWE_REPORT_DOCS": "report_docs",
+    "NSA_FWE_WARMUP_BATCHES": "warmup_batches",
+    "NSA_FWE_WARMUP_TIMEOUT": "warmup_timeout",
+    "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
+}
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f", ""}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Document-level shard: document i of the stream belongs to this shard when i % mod == rem."""
+
+    mod: int = 1
+    """How many shards the stream is split into (world size of the data-parallel group)."""
+    rem: int = 0
+    """Which of them this is, 0 <= rem < mod (the data-parallel rank)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mod, int) or self.mod < 1:
+            raise ConfigError(f"shard mod must be an integer >= 1, got {self.mod!r}")
+        if not isinstance(self.rem, int) or not 0 <= self.rem < self.mod:
+            raise ConfigError(f"shard rem must be an integer in [0, {self.mod}), got {self.rem!r}")
+
+    def owns(self, index: int) -> bool:
+        return index % self.mod == self.rem
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """Everything that decides which batches the loader yields and how fast."""
+
+    seq_len: int = 1024
+    """Tokens per row; the packed stream is cut into rows of exactly this length."""
+    batch_size: int = 1
+    """Rows per batch; a batch is an int32 array [batch_size, seq_len]."""
+    doc_batch: int = 64
+    """Documents tokenized per `encode_batch` call (NSA_FWE_DOC_BATCH); 1 means one call per document."""
+    prefetch: bool = True
+    """Produce batches on a background thread into a bounded queue (NSA_FWE_PREFETCH)."""
+    queue_depth: int = 8
+    """Capacity of the prefetch queue, in batches (NSA_FWE_Q)."""
+    warmup_batches: int = 0
+    """Before step 1, wait until this many batches are queued (NSA_FWE_WARMUP_BATCHES); 0 skips warmup."""
+    warmup_timeout: float = 30.0
+    """Seconds warmup may wait before giving up and starting anyway (NSA_FWE_WARMUP_TIMEOUT)."""
+    report_docs: int = 1000
+    """Write a progress heartbeat every this many documents (NSA_FWE_REPORT_DOCS); 0 turns it off."""
+    shard: Shard = field(default_factory=Shard)
+    """Which documents of the stream this loader owns."""
+    source: str = "hub"
+    """Where documents come from: 'hub' (datasets streaming), 'local' (files) or 'synthetic' (built in)."""
+    local_path: str | None = None
+    """For source 'local': a JSONL/TXT/parquet file, a directory or glob of them, or a bootstrap directory."""
+    dataset: str = "HuggingFaceFW/fineweb-edu"
+    """For source 'hub': the dataset repository id."""
+    name: str | None = "sample-10BT"
+    """For source 'hub': the dataset config name."""
+    split: str = "train"
+    """For source 'hub': the split to stream."""
+    tokenizer: str = "byte"
+    """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2')."""
+    tokenizer_threads: int = 0
+    """Threads that tokenize in parallel (NSA_FWE_TOKENIZER_THREADS); 0 means one per CPU core."""
+    loader_timeout: float = 60.0
+    """Seconds to wait for the first batch (and any later one) before raising LoaderTimeout."""
+    synthetic_on_fail: bool = False
+    """If the first batch fails or times out, fall back (loudly, recorded) to the synthetic source."""
+    seed: int = 0
+    """Seed of the synthetic source."""
+    bad_records: str = "skip"
+    """A malformed local record: 'skip' (counted and reported) or 'error' (fail naming file and line)."""
+    allow_partial: bool = False
+    """Accept a bootstrap directory whose manifest is not marked complete."""
+    as_torch: bool = False
+    """Yield torch tensors (pinned memory when CUDA is available) instead of numpy arrays."""
+    heartbeat_dir: str | None = None
+    """Directory for heartbeat_rank{rank}.jsonl telemetry; None disables it."""
+    rank: int = 0
+    """Rank written into heartbeat lines and file name."""
+
+    def __post_init__(self) -> None:
+        _positive_int("seq_len", self.seq_len)
+        _positive_int("batch_size", self.batch_size)
+        _positive_int("doc_batch", self.doc_batch)
+        _positive_int("queue_depth", self.queue_depth)
+        _non_negative_int("warmup_batches", self.warmup_batches)
+        _non_negative_int("report_docs", self.report_docs)
+        _non_negative_int("tokenizer_threads", self.tokenizer_threads)
+        _non_negative_int("rank", self.rank)
+        _positive_number("warmup_timeout", self.warmup_timeout)
+        _positive_number("loader_timeout", self.loader_timeout)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.shard, Shard):
+            raise ConfigError(f"shard must be a Shard(mod, rem), got {self.shard!r}")
+        if self.source not in SOURCES:
+            raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {self.source!r}")
+        if self.source == "local" and not self.local_path:
+            raise ConfigError("source 'local' needs local_path (--local-path), got none")
+        if self.bad_records not in BAD_RECORD_POLICIES:
+            raise ConfigError(f"bad_records must be 'skip' or 'error', got {self.bad_records!r}")
+        if not self.tokenizer or not isinstance(self.tokenizer, str):
+            raise ConfigError(f"tokenizer must be 'byte', a tokenizer.json path or a Hub id, got {self.tokenizer!r}")
+        if self.warmup_batches > self.queue_depth and self.prefetch:
+            raise ConfigError(
+                f"warmup_batches={self.warmup_batches} cannot exceed queue_depth={self.queue_depth}: "
+                "the queue could never hold that many"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able view, keys named as the fields (shard as {mod, rem})."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "LoaderConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _non_negative_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def _positive_number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+
+
+def parse_bool(setting: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{setting}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def _parse_env(var: str, raw: str, template: Any) -> Any:
+    """Parse an environment variable's text to the type of the field's default."""
+    if isinstance(template, bool):
+        return parse_bool(var, raw)
+    try:
+        if isinstance(template, int):
+            return int(raw.strip())
+        return float(raw.strip())
+    except ValueError:
+        kind = "an integer" if isinstance(template, int) else "a number"
+        raise ConfigError(f"{var}={raw!r} is not {kind}") from None
+
+
+def resolve_config(env: Mapping[str, str] | None = None, **flags: Any) -> LoaderConfig:
+    """Build the LoaderConfig: a flag given (not None) wins, then the NSA_FWE_* variable, then the default.
+
+    `shard_mod`/`shard_rem` flags build the Shard. Giving `local_path` without `source` selects 'local'.
+    """
+    env = os.environ if env is None else env
+    defaults = LoaderConfig.__dataclass_fields__
+    values: dict[str, Any] = {}
+    for var, name in ENV_VARS.items():
+        raw = env.get(var)
+        if raw is not None and raw.strip() != "":
+            values[name] = _parse_env(var, raw, defaults[name].default)
+    shard_mod = flags.pop("shard_mod", None)
+    shard_rem = flags.pop("shard_rem", None)
+    for name, value in flags.items():
+        if name not in defaults:
+            raise TypeError(f"resolve_config() got an unknown setting {name!r}")
+        if value is not None:
+            values[name] = value
+    if shard_mod is not None or shard_rem is not None:
+        values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
+    if values.get("local_path") and "source" not in values:
+        values["source"] = "local"
+    return LoaderConfig(**values)
+
+
+def env_snapshot(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The users' variables that are set, for recording in artifacts."""
+    env = os.environ if env is None else env
+    return {var: env[var] for var in ENV_VARS if var in env}

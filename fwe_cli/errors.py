@@ -1,0 +1,33 @@
+"""The exceptions fwe raises on purpose.
+
+Each maps to one exit code in one place (`fwe_cli.cli.app.EXIT_CODES`); anything else is a bug and
+keeps its traceback.
+"""
+
+
+class FweError(Exception):
+    """Base class: an error fwe knows how to explain in one line."""
+
+
+class ConfigError(FweError, ValueError):
+    """A setting has a bad value (flag, environment variable or config field). Exit code: usage."""
+
+
+class SourceError(FweError):
+    """A document source could not be opened or read (missing file, bad record in strict mode, Hub error)."""
+
+
+class TokenizerError(FweError):
+    """The tokenizer could not be loaded (missing file, unreachable Hub, no end-of-document token)."""
+
+
+class LoaderError(FweError):
+    """The loader failed while producing batches; the producer's exception is chained as __cause__."""
+
+
+class LoaderTimeout(LoaderError):
+    """No batch arrived within the allowed time. `stage` names the step the producer was stuck in."""
+
+    def __init__(self, message: str, stage: str = "unknown"):
+        super().__init__(message)
+        self.stage = stage

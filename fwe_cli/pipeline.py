@@ -1,0 +1,131 @@
+"""The producer pipeline: documents -> doc batches -> tokenize (in parallel, in order) -> pack -> batches.
+
+Runs on the prefetch thread (or inline without prefetch). Tokenization of doc batch k+1.. overlaps with
+packing of batch k: up to 2 x threads doc batches are in flight on a thread pool and results are taken
+strictly in submission order, so the batch stream never depends on thread count, queue depth or timing.
+`stage` always names what the producer is doing, so a stall can be reported precisely.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import Callable, Iterator
+
+import numpy as np
+
+from fwe_cli.config import LoaderConfig
+from fwe_cli.packing import Packer
+from fwe_cli.sources import DocumentStream
+from fwe_cli.tokenizer import DocTokenizer, load_tokenizer
+
+MAX_AUTO_THREADS = 8
+
+
+def effective_threads(config: LoaderConfig) -> int:
+    return config.tokenizer_threads or min(MAX_AUTO_THREADS, os.cpu_count() or 1)
+
+
+class Pipeline:
+    """State shared between the producer thread and the loader's stats (counters are only written here)."""
+
+    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
+                 tokenizer: DocTokenizer | None = None):
+        self.config = config
+        self.stage = "starting"
+        self.tokenizer = tokenizer
+        self.documents = DocumentStream(config, set_stage=self._set_stage)
+        self.docs = 0
+        self.tokens = 0
+        self.batches = 0
+        self.tokenize_s = 0.0
+        self.threads = effective_threads(config)
+        self._on_progress = on_progress
+        self._started = time.perf_counter()
+        self._lock = threading.Lock()
+        self.tokenizer_ready = threading.Event()
+
+    def _set_stage(self, stage: str) -> None:
+        self.stage = stage
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        ids = self.tokenizer.encode_docs(texts)
+        with self._lock:
+            self.tokenize_s += time.perf_counter() - t0
+        return ids
+
+    def _doc_batches(self) -> Iterator[list[str]]:
+        docs = iter(self.documents)
+        size = self.config.doc_batch
+        report = self.config.report_docs
+        while True:
+            chunk = [d.text for d in islice(docs, size)]
+            if not chunk:
+                return
+            before = self.docs
+            self.docs += len(chunk)
+            if report and self.docs // report != before // report:
+                elapsed = time.perf_counter() - self._started
+                self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
+                                   "docs_per_s": round(self.docs / elapsed, 2),
+                                   "tokens_per_s": round(self.tokens / elapsed, 1)})
+            yield chunk
+
+    def _token_arrays(self) -> Iterator[np.ndarray]:
+        if self.threads <= 1:
+            for texts in self._doc_batches():
+                self.stage = "tokenizing"
+                yield self._encode(texts)
+                self.stage = "reading documents"
+            return
+        pending: deque[Future] = deque()
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize") as pool:
+            try:
+                for texts in self._doc_batches():
+                    pending.append(pool.submit(self._encode, texts))
+                    while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
+                        self.stage = "tokenizing"
+                        yield pending.popleft().result()
+                    self.stage = "reading documents"
+                while pending:
+                    self.stage = "tokenizing"
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def __iter__(self) -> Iterator:
+        if self.tokenizer is None:
+            self.stage = f"loading tokenizer {self.config.tokenizer!r}"
+            self.tokenizer = load_tokenizer(self.config.tokenizer)
+        self.tokenizer_ready.set()
+        self.stage = "opening source"
+        packer = Packer(self.config.seq_len, self.config.batch_size)
+        to_output = _torch_converter() if self.config.as_torch else None
+        for ids in self._token_arrays():
+            self.stage = "packing"
+            self.tokens += len(ids)
+            for batch in packer.add(ids):
+                self.batches += 1
+                yield to_output(batch) if to_output else batch
+                self.stage = "reading documents"
+        self.stage = "finished"
+
+
+def _torch_converter() -> Callable[[np.ndarray], object]:
+    """numpy -> torch tensor, pinned when CUDA is present (done here, off the training thread)."""
+    import torch
+
+    pin = torch.cuda.is_available()
+
+    def convert(batch: np.ndarray):
+        tensor = torch.from_numpy(batch)
+        return tensor.pin_memory() if pin else tensor
+
+    convert.pinned = pin  # type: ignore[attr-defined]
+    return convert

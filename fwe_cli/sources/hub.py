@@ -1,0 +1,37 @@
+"""Stream a dataset from the Hugging Face Hub (or any HF_ENDPOINT) through `datasets`.
+
+`datasets` is imported here, lazily: it costs ~1-2 s of imports that local and synthetic runs skip.
+HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from fwe_cli.documents import Document
+from fwe_cli.errors import SourceError
+
+
+def open_hub_stream(dataset: str, name: str | None, split: str):
+    """Handshake, metadata and file listing: returns the streaming IterableDataset."""
+    try:
+        from datasets import load_dataset
+
+        stream = load_dataset(dataset, name=name, split=split, streaming=True)
+    except Exception as exc:  # datasets/huggingface_hub raise many types; keep the cause chained
+        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r}): {exc}") from exc
+    columns = stream.column_names
+    if columns and "text" not in columns:
+        raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
+    if columns:
+        stream = stream.select_columns([c for c in ("text", "id") if c in columns])
+    return stream
+
+
+def iter_hub(stream, dataset: str) -> Iterator[Document]:
+    for index, row in enumerate(stream):
+        text = row.get("text")
+        if not isinstance(text, str):
+            continue
+        rid = row.get("id")
+        yield Document(text=text, id=rid if isinstance(rid, str) else f"{dataset}#{index}")

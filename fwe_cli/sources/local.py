@@ -1,0 +1,162 @@
+"""Local files, read directly (no `datasets`): JSONL via orjson, TXT, parquet by row-group batches.
+
+Formats, by extension:
+- `.jsonl`, `.json`, `.jsonl.gz`, `.json.gz`: one JSON object per line with a string field `text`.
+- `.txt`: one document per line (empty lines skipped).
+- `.parquet`: the `text` column, read in row-group batches.
+
+A path may be a file, a directory (all supported files below it, sorted by relative path), a glob, or a
+bootstrap directory (has `manifest.json`; its parts are read in manifest order, and an incomplete
+manifest is refused unless `allow_partial`).
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import orjson
+
+from fwe_cli.documents import Document
+from fwe_cli.errors import SourceError
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+SUPPORTED_SUFFIXES = JSONL_SUFFIXES + (".txt", ".parquet")
+MANIFEST_NAME = "manifest.json"
+MAX_REPORTED_BAD = 20
+
+
+@dataclass
+class BadRecords:
+    """Malformed records met so far: a count and the first few `file:line: reason` strings."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, where: str, reason: str) -> None:
+        self.count += 1
+        if len(self.examples) < MAX_REPORTED_BAD:
+            self.examples.append(f"{where}: {reason}")
+
+    def to_dict(self) -> dict:
+        return {"count": self.count, "examples": list(self.examples)}
+
+
+def _supported(path: str) -> bool:
+    return path.endswith(SUPPORTED_SUFFIXES)
+
+
+def read_manifest(directory: str) -> dict:
+    try:
+        return orjson.loads(Path(directory, MANIFEST_NAME).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise SourceError(f"cannot read bootstrap manifest {os.path.join(directory, MANIFEST_NAME)}: {exc}") from exc
+
+
+def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
+    """The files a local path names, in the order they are read. Raises SourceError when there are none."""
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
+            manifest = read_manifest(path)
+            if not manifest.get("complete") and not allow_partial:
+                raise SourceError(
+                    f"bootstrap at {path} is incomplete (manifest says complete=false): finish it by re-running "
+                    "`fwe bootstrap` with the same arguments, or pass --allow-partial to read what is there"
+                )
+            files = [os.path.join(path, entry["name"]) for entry in manifest.get("files", [])]
+            missing = [f for f in files if not os.path.isfile(f)]
+            if missing:
+                raise SourceError(f"bootstrap at {path} lists files that are missing: {', '.join(missing[:3])}")
+        else:
+            files = sorted(
+                os.path.join(root, name)
+                for root, _dirs, names in os.walk(path)
+                for name in names
+                if _supported(name)
+            )
+    elif os.path.isfile(path):
+        if not _supported(path):
+            raise SourceError(f"{path}: unsupported file type (expected one of {', '.join(SUPPORTED_SUFFIXES)})")
+        files = [path]
+    else:
+        files = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f) and _supported(f))
+        if not files and not glob.has_magic(path):
+            raise SourceError(f"{path}: no such file or directory")
+    if not files:
+        raise SourceError(f"{path}: no {'/'.join(SUPPORTED_SUFFIXES)} files found")
+    return files
+
+
+def _open_binary(path: str) -> BinaryIO:
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
+
+
+def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+    with _open_binary(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                reason = f"bad JSON ({exc.msg})"
+            else:
+                text = record.get("text") if isinstance(record, dict) else None
+                if isinstance(text, str):
+                    rid = record.get("id")
+                    yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{lineno}")
+                    continue
+                reason = "not a JSON object" if not isinstance(record, dict) else (
+                    "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
+                )
+            if strict:
+                raise SourceError(f"{path}:{lineno}: {reason} (use --bad-records skip to count and skip it)")
+            bad.add(f"{path}:{lineno}", reason)
+
+
+def iter_txt(path: str) -> Iterator[Document]:
+    with open(path, "r", encoding="utf-8", errors="replace", buffering=1 << 20) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            text = line.rstrip("\r\n")
+            if text.strip():
+                yield Document(text=text, id=f"{path}:{lineno}")
+
+
+def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+    names = parquet.schema_arrow.names
+    if "text" not in names:
+        raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
+    columns = ["text", "id"] if "id" in names else ["text"]
+    row = 0
+    for batch in parquet.iter_batches(batch_size=1000, columns=columns):
+        texts = batch.column(0).to_pylist()
+        ids = batch.column(1).to_pylist() if len(columns) == 2 else [None] * len(texts)
+        for text, rid in zip(texts, ids):
+            row += 1
+            if isinstance(text, str):
+                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:row{row}")
+            elif strict:
+                raise SourceError(f"{path}:row{row}: 'text' is null (use --bad-records skip to count and skip it)")
+            else:
+                bad.add(f"{path}:row{row}", "'text' is null")
+
+
+def iter_local(files: list[str], bad: BadRecords, strict: bool) -> Iterator[Document]:
+    """Every document of `files`, in order (unsharded)."""
+    for path in files:
+        if path.endswith(JSONL_SUFFIXES):
+            yield from iter_jsonl(path, bad, strict)
+        elif path.endswith(".txt"):
+            yield from iter_txt(path)
+        else:
+            yield from iter_parquet(path, bad, strict)

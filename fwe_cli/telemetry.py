@@ -1,0 +1,63 @@
+"""Heartbeat telemetry in the users' format, and latency summaries.
+
+Each line of heartbeat_rank{rank}.jsonl: {"ts", "iso", "pid", "rank", "step", "msg", ...fields}.
+Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_warmup
+{requested, filled, wait_ms}, fineweb_loader_fallback {reason}, fineweb_fetch per step {dt_fetch_s,
+fetch_p50_ms, fetch_p95_ms} and fineweb_progress every report_docs documents.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Sequence
+
+import numpy as np
+import orjson
+
+
+def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
+    """p50/p95/p99/max in milliseconds of a list of durations in seconds (None when empty)."""
+    if not seconds:
+        return {"p50": None, "p95": None, "p99": None, "max": None}
+    arr = np.asarray(seconds, dtype=np.float64) * 1000.0
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+    return {"p50": round(float(p50), 4), "p95": round(float(p95), 4), "p99": round(float(p99), 4),
+            "max": round(float(arr.max()), 4)}
+
+
+def utc_iso(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Heartbeat:
+    """Appends JSON lines to heartbeat_rank{rank}.jsonl; thread-safe; a no-op without a directory."""
+
+    def __init__(self, directory: str | None, rank: int = 0):
+        self.rank = rank
+        self.path = None
+        self._lock = threading.Lock()
+        self._handle = None
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+            self.path = os.path.join(directory, f"heartbeat_rank{rank}.jsonl")
+            self._handle = open(self.path, "ab", buffering=0)
+
+    def emit(self, msg: str, step: int | None = None, **fields) -> None:
+        if self._handle is None:
+            return
+        now = time.time()
+        line = {"ts": round(now, 6), "iso": utc_iso(now), "pid": os.getpid(), "rank": self.rank, "step": step,
+                "msg": msg, **fields}
+        data = orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        with self._lock:
+            if self._handle is not None:
+                self._handle.write(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
