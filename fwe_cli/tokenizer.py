@@ -11,6 +11,7 @@ tokenizer.json (or a directory holding one), or a Hub model id fetched through t
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -112,10 +113,17 @@ def load_tokenizer(spec: str) -> DocTokenizer:
     if spec == "byte":
         return ByteTokenizer()
     path = resolve_tokenizer_file(spec)
+    stat = os.stat(path)
+    return _load_file(os.path.realpath(path), stat.st_mtime_ns, stat.st_size, spec)
+
+
+@lru_cache(maxsize=8)
+def _load_file(path: str, mtime_ns: int, size: int, name: str) -> DocTokenizer:
+    """Parse a tokenizer.json once per process (GPT-2: ~90 ms) — loaders built later reuse it (thread-safe)."""
     from tokenizers import Tokenizer
 
     try:
         tokenizer = Tokenizer.from_file(path)
     except Exception as exc:
         raise TokenizerError(f"cannot load tokenizer from {path}: {exc}") from exc
-    return HFTokenizer(tokenizer, name=spec)
+    return HFTokenizer(tokenizer, name=name)

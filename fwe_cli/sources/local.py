@@ -78,12 +78,12 @@ def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
                 for name in names
                 if _supported(name)
             )
-    elif os.path.isfile(path):
+    elif os.path.exists(path):  # a regular file, or a FIFO/device a user streams through
         if not _supported(path):
             raise SourceError(f"{path}: unsupported file type (expected one of {', '.join(SUPPORTED_SUFFIXES)})")
         files = [path]
     else:
-        files = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f) and _supported(f))
+        files = sorted(f for f in glob.glob(path, recursive=True) if not os.path.isdir(f) and _supported(f))
         if not files and not glob.has_magic(path):
             raise SourceError(f"{path}: no such file or directory")
     if not files:
