@@ -139,6 +139,16 @@ class LoaderConfig:
     def replace(self, **changes: Any) -> "LoaderConfig":
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":
+        """Inverse of to_dict (validated like any construction)."""
+        values = dict(data)
+        shard = values.pop("shard", None)
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown config fields: {', '.join(sorted(unknown))}")
+        return cls(shard=Shard(**shard) if shard else Shard(), **values)
+
 
 def _positive_int(name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:

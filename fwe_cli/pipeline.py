@@ -39,7 +39,9 @@ class Pipeline:
         self.config = config
         self.stage = "starting"
         self.tokenizer = tokenizer
-        self.documents = DocumentStream(config, set_stage=self._set_stage)
+        self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
+        self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
+        # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
         self.docs = 0
         self.tokens = 0
         self.batches = 0
@@ -52,6 +54,10 @@ class Pipeline:
 
     def _set_stage(self, stage: str) -> None:
         self.stage = stage
+
+    def mark(self, name: str) -> None:
+        if name not in self.marks:
+            self.marks[name] = time.perf_counter()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         t0 = time.perf_counter()
@@ -107,6 +113,7 @@ class Pipeline:
         if self.tokenizer is None:
             self.stage = f"loading tokenizer {self.config.tokenizer!r}"
             self.tokenizer = load_tokenizer(self.config.tokenizer)
+        self.mark("tokenizer_ready")
         self.tokenizer_ready.set()
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
@@ -116,6 +123,7 @@ class Pipeline:
             self.tokens += len(ids)
             for batch in packer.add(ids):
                 self.batches += 1
+                self.mark("first_batch")
                 yield to_output(batch) if to_output else batch
                 self.stage = "reading documents"
         self.stage = "finished"

@@ -9,10 +9,15 @@ EXIT_FAILED = 1  # the command ran but its checks or targets failed
 EXIT_USAGE = 2  # bad flag, variable or config value (typer's own usage errors use 2 as well)
 EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
+EXIT_KPI = 5  # measured, but a target was missed and --fail-on-kpi was given
 
 EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
     f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error."
+)
+MEASURE_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} measured (targets missed without --fail-on-kpi are reported, not fatal); "
+    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi."
 )
 
 _CODES: list[tuple[type[BaseException], int]] = [

@@ -8,6 +8,8 @@ import orjson
 from rich.console import Console
 
 console = Console(stderr=True, highlight=False)
+if not console.is_terminal:  # CI logs: wide enough that tables do not wrap into unreadable columns
+    console = Console(stderr=True, highlight=False, width=160)
 
 
 def print_json(obj) -> None:

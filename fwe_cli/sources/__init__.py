@@ -18,8 +18,10 @@ class DocumentStream:
     measured as part of the first batch and a hang there is caught by the loader's timeout.
     """
 
-    def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None):
+    def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
+                 mark: Callable[[str], None] = lambda name: None):
         self.config = config
+        self._mark = mark
         self.bad = BadRecords()
         self.files: list[str] = []
         self.stream_index = 0  # documents of the whole stream seen (all shards)
@@ -39,7 +41,9 @@ class DocumentStream:
     def __iter__(self) -> Iterator[Document]:
         c = self.config
         if c.source == "synthetic":
+            self._mark("source_opened")
             for doc in iter_synthetic(c.seed, c.shard):
+                self._mark("first_document")
                 self.stream_index += c.shard.mod
                 yield doc
             return
@@ -52,8 +56,11 @@ class DocumentStream:
 
             self._set_stage(f"opening source (Hub handshake, metadata and file listing for {c.dataset})")
             docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split), c.dataset)
+        self._mark("source_opened")
         self._set_stage("reading first document")
-        yield from self._shard(docs)
+        for doc in self._shard(docs):
+            self._mark("first_document")
+            yield doc
 
     def _shard(self, docs: Iterator[Document]) -> Iterator[Document]:
         mod, rem = self.config.shard.mod, self.config.shard.rem

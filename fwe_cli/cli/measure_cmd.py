@@ -1,0 +1,103 @@
+"""`fwe measure`: Phase 0 — cold vs warm first batch (by phase) and steady-state fetch latency."""
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fwe_cli.artifacts import utc_stamp, write_json
+from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
+from fwe_cli.config import resolve_config
+from fwe_cli.measure import MeasurePlan, parse_targets, run_measure
+
+HELP = """Measure cold vs warm time to first batch, split into phases, and steady-state fetch latency.
+
+Each run is a fresh Python process. Cold: empty Hugging Face cache and local file pages dropped from the page cache.
+Warm: the same run again with the caches left behind. Phases (they add up to first_batch_s): interpreter_start,
+imports, tokenizer_ready, source_opened (Hub handshake/metadata/listing), first_document, first_batch,
+warmup_filled. Steady state over --steps: time blocked in next() (p50/p95/p99/max), stall fraction given
+--step-ms of simulated compute, tokens/s, docs/s, queue fill, CPU %, peak RSS.
+
+Writes artifacts/measure/<UTC>/summary.json plus each run's heartbeat JSONL; --json prints the summary.
+
+Examples:
+
+  fwe measure --cold --warm --source synthetic --tokenizer byte
+
+  fwe measure --cold --warm --local-path /data/fwe_bootstrap --tokenizer gpt2 --steps 500 --step-ms 150 --fail-on-kpi
+
+  fwe measure --warm --source hub --tokenizer gpt2 --targets warm_first_batch_s=3,fetch_p95_ms=50
+"""
+
+
+def _runs_table(summary: dict) -> Table:
+    table = Table(title="fwe measure — runs", title_justify="left")
+    for column in ("run", "first batch", "slowest phase", "p50", "p95", "p99", "stall", "tokens/s", "RSS MB", "requests"):
+        table.add_column(column, justify="left" if column in ("run", "slowest phase") else "right")
+    for run in summary["runs"]:
+        if run.get("error"):
+            table.add_row(run["kind"], "[red]failed[/]", run["error"]["message"][:60], *[""] * 7)
+            continue
+        phase, secs = max(run["phases"].items(), key=lambda kv: kv[1])
+        stall = run["stall_fraction"]
+        table.add_row(run["kind"], fmt_s(run["first_batch_s"]), f"{phase} {fmt_s(secs)}", fmt_ms(run["fetch_p50_ms"]),
+                      fmt_ms(run["fetch_p95_ms"]), fmt_ms(run["fetch_p99_ms"]),
+                      "—" if stall is None else f"{stall:.1%}", f"{run['tokens_per_s'] or 0:,.0f}",
+                      f"{run['peak_rss_mb']:.0f}", "—" if run["requests"] is None else str(run["requests"]))
+    return table
+
+
+def _verdict_table(summary: dict) -> Table:
+    table = Table(title="verdict against targets", title_justify="left")
+    for column in ("target", "limit", "measured (worst)", "result"):
+        table.add_column(column)
+    for check in summary["verdict"]["checks"]:
+        table.add_row(check["target"], str(check["limit"]), str(check["value"]),
+                      "[green]pass[/]" if check["pass"] else "[bold red]MISS[/]")
+    return table
+
+
+@fwe_command()
+def measure(
+    cold: Annotated[bool, typer.Option("--cold", help="Run with empty caches.")] = False,
+    warm: Annotated[bool, typer.Option("--warm", help="Run again with the caches left behind.")] = False,
+    steps: Annotated[int, typer.Option(min=1, help="Steady-state steps after the first batch.")] = 200,
+    step_ms: Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = loader-bound.")] = 0.0,
+    repeats: Annotated[int, typer.Option(min=1, help="Cold/warm sequences, each with a fresh cache.")] = 1,
+    targets: Annotated[Optional[str], typer.Option(help="Override targets: cold_first_batch_s=10,warm_first_batch_s=5,fetch_p95_ms=100.")] = None,
+    fail_on_kpi: Annotated[bool, typer.Option("--fail-on-kpi", help="Exit 5 when a target is missed (for CI).")] = False,
+    timeout: Annotated[float, typer.Option(help="Loader timeout per batch, s (first batch included).")] = 60.0,
+    run_timeout: Annotated[float, typer.Option(help="Hard limit for one whole run (a subprocess), s.")] = 300.0,
+    json_out: JsonFlag = False,
+    artifacts_dir: ArtifactsDir = Path("artifacts"),
+    loader_flags: dict = None,  # type: ignore[assignment]
+) -> None:
+    config = resolve_config(loader_timeout=timeout, **loader_flags)
+    both = not (cold or warm)
+    plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
+                       run_timeout=run_timeout, targets=parse_targets(targets))
+    out_dir = os.path.join(str(artifacts_dir), "measure", utc_stamp())
+    summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    summary["artifact"] = os.path.join(out_dir, "summary.json")
+    write_json(summary["artifact"], summary)
+    console.print(_runs_table(summary))
+    console.print(_verdict_table(summary))
+    console.print(f"artifacts: {out_dir}")
+    if json_out:
+        print_json(summary)
+    if any(run.get("error") for run in summary["runs"]):
+        console.print("[bold red]error:[/] a run failed; see the runs table and summary.json")
+        raise typer.Exit(EXIT_LOADER)
+    if not summary["verdict"]["pass"]:
+        if fail_on_kpi:
+            console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
+            raise typer.Exit(EXIT_KPI)
+        console.print("[yellow]KPI missed[/] — exit 0 because --fail-on-kpi was not given")
+
+
+measure.__doc__ = HELP
+EPILOG = MEASURE_EXIT_CODES_HELP
