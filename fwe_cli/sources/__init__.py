@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Callable, Iterator
 
 from fwe_cli.config import LoaderConfig
@@ -73,7 +72,3 @@ class DocumentStream:
             self.stream_index = index + 1
             if index % mod == rem:
                 yield doc
-
-
-def take(docs: Iterator[Document], n: int) -> list[Document]:
-    return list(islice(docs, n))
