@@ -8,6 +8,9 @@ goes to result_path; the exit code is 0 even when the loader failed (the error i
 First-batch phases are consecutive differences of milestones, so they add up to first_batch_s exactly:
 interpreter_start (spawn -> first line) | imports | tokenizer_ready | source_opened | first_document |
 first_batch (producer emitted batch 1) | warmup_filled (warmup wait, then the hand-off to the consumer).
+
+Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows that doc batch value's tokenize
+calls in this process; see `_plant_slow_doc_batch`.
 """
 
 import os

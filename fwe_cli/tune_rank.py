@@ -10,8 +10,10 @@ The rule (RULE, also written into every summary):
 3. Best: the feasible setting with the best median objective.
 4. Within noise of the best: its range over the repeats overlaps the best's range (its best repeat reaches
    the best's worst repeat), or the medians differ by less than the floor (tokens/s: 2 % of the best; stall:
-   1 percentage point). With 3 repeats, two settings drawn from the same distribution overlap ~90 % of the
-   time, so the rule errs toward "tied" — and a tie is resolved toward the cheaper setting, which is safe.
+   1 percentage point). With 3 repeats each, non-overlapping ranges (all three of one above all three of the
+   other) is the most extreme rank order there is: a one-sided Mann-Whitney p of 1/20 = 0.05 — the least
+   evidence that can call two settings different at the usual 5 % level. Two settings drawn from the same
+   distribution overlap 90 % of the time, so the rule errs toward "tied"; a tie goes to the cheaper setting.
 5. Among the settings within noise of the best, recommend the one using least memory: smallest Q, then
    smallest doc batch, then fewest tokenizer threads.
 """

@@ -197,3 +197,15 @@ def test_p95_target_and_failed_trials_exclude_a_setting():
 def test_stall_objective_prefers_less_stall():
     rec, _ = _pick({(16, 1): [0.30, 0.31, 0.29], (64, 4): [0.02, 0.03, 0.02]}, objective="stall")
     assert rec["setting"] == {"doc_batch": 64, "queue_depth": 4} and rec["confidence"] == "clear"
+
+
+def test_failed_trials_exit_4_and_are_reported(tmp_path):
+    """A trial that fails (here: a malformed test hook value) is recorded with its message; no recommendation is
+    made from nothing, and the exit code is 4."""
+    proc = run_fwe("tune", *SMALL, "--doc-batch-grid", "16", "--q-grid", "1", "--repeats", "1", "--json",
+                   "--artifacts-dir", str(tmp_path), env={"FWE_TEST_SLOW_DOC_BATCH": "sixteen"})
+    summary = orjson.loads(proc.stdout)
+    assert proc.returncode == 4
+    assert "FWE_TEST_SLOW_DOC_BATCH='sixteen'" in summary["trials"][0]["error"]["message"]
+    assert summary["recommendation"] is None and summary["env_file"] is None
+    assert summary["settings"][0]["status"] == "failed"

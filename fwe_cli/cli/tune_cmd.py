@@ -20,34 +20,30 @@ from fwe_cli.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, p
                           write_env_file)
 from fwe_cli.tune_rank import OBJECTIVES, format_value, setting_label
 
-HELP = """Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.
-
-Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`. Trials are interleaved
-round by round (A B C, A B C, ...) --repeats times, so drift hits every setting alike; each setting reports the
-median and spread of its repeats. The pick maximises --objective among settings whose median fetch p95 is under
-target (--targets fetch_p95_ms=..., default 100); settings within noise of the best (their ranges over the
-repeats overlap, or medians within 2 % of tokens/s / 1 point of stall) count as tied, and the tie goes to the one
-using least memory (smallest Q, then doc batch). The report says when the top settings are indistinguishable.
-
-Grids are comma lists: --doc-batch-grid 16,32,64,128,256 and --q-grid 1,2,4,8,16 (the defaults). The loader flags
---doc-batch N / --q N / --tokenizer-threads N pin that dimension to one value instead (give one or the other).
-NSA_FWE_DOC_BATCH / NSA_FWE_Q / NSA_FWE_TOKENIZER_THREADS in the environment are overridden by the sweep.
-
---budget-s is a hard limit for the whole sweep: no trial starts unless it is expected to finish in time (the
-first always starts); the running trial is finished, not killed; trials not run make the result partial (exit 6).
-
-Writes artifacts/tune/<UTC>/fwe.env (NAME=value lines: `set -a; . fwe.env; set +a`), summary.json with every
-trial, and each trial's run folder. Test hook (for fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms>
-slows every tokenize call of that doc batch value inside the measured process.
-
-Examples:
-
-  fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60
-
-  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8 --budget-s 900
-
-  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --objective stall --step-ms 150 --threads-grid 2,4,8
-"""
+HELP = "\n\n".join([
+    "Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.",
+    "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`. Trials are "
+    "interleaved round by round (A B C, A B C, ...) --repeats times, so drift hits every setting alike; each "
+    "setting reports the median and spread of its repeats. The pick maximises --objective among settings whose "
+    "median fetch p95 is under target (--targets fetch_p95_ms=..., default 100); settings within noise of the "
+    "best (their ranges over the repeats overlap, or medians within 2 % of tokens/s / 1 point of stall) count as "
+    "tied, and the tie goes to the one using least memory (smallest Q, then doc batch). The report says when the "
+    "top settings are indistinguishable.",
+    "Grids are comma lists: --doc-batch-grid 16,32,64,128,256 and --q-grid 1,2,4,8,16 (the defaults). The loader "
+    "flags --doc-batch N / --q N / --tokenizer-threads N pin that dimension to one value instead (give one or the"
+    " other). NSA_FWE_DOC_BATCH / NSA_FWE_Q / NSA_FWE_TOKENIZER_THREADS in the environment are overridden by the "
+    "sweep.",
+    "--budget-s is a hard limit for the whole sweep: no trial starts unless it is expected to finish in time (the"
+    " first always starts); the running trial is finished, not killed; trials not run make the result partial "
+    "(exit 6).",
+    "Writes artifacts/tune/<UTC>/fwe.env (NAME=value lines: `set -a; . fwe.env; set +a`), summary.json with every"
+    " trial, and each trial's run folder. Test hook (for fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc "
+    "batch>:<ms> slows every tokenize call of that doc batch value inside the measured process.",
+    "Examples:",
+    "  fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8 --budget-s 900",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --objective stall --step-ms 150 --threads-grid 2,4,8",
+])
 EPILOG = TUNE_EXIT_CODES_HELP
 CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
 
