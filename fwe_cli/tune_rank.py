@@ -159,6 +159,9 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
         why += (f"; the next distinguishable setting ({setting_label(runner_up['setting'])}) is "
                 + (f"{100 * gap / abs(best['median']):.1f} % lower" if objective.sign > 0 and best["median"]
                    else f"{100 * gap:.1f} points worse"))
+    unmeasured = sum(1 for e in ranked if e["status"] == "unmeasured")
+    if unmeasured:
+        why += f"; {unmeasured} of {len(ranked)} settings were not measured at all (partial sweep)"
     if not feasible:
         why += f"; NO setting met fetch p95 < {p95_target_ms:g} ms — this pick misses the target"
     return {

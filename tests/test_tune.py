@@ -108,6 +108,7 @@ def test_budget_too_small_marks_partial_and_exits_6(tmp_path):
     assert "budget" in budget["stopped"] and "7 of 8 trials not run" in budget["stopped"]
     assert summary["trials"][0]["error"] is None and summary["trials"][0]["tokens_per_s"] > 0
     assert summary["recommendation"]["confidence"] == "low"
+    assert "3 of 4 settings were not measured at all" in summary["recommendation"]["reason"]
     assert "PARTIAL" in open(summary["env_file"]).read()
     assert orjson.loads(open(summary["artifact"], "rb").read())["partial"] is True
     assert "PARTIAL" in proc.stderr

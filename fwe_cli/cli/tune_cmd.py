@@ -154,12 +154,16 @@ def tune(
         queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
         threads=threads, steps=steps, step_ms=step_ms, repeats=repeats, budget_s=budget_s, objective=objective,
         run_timeout=run_timeout, targets=parse_targets(targets))
-    config = resolve_config(loader_timeout=timeout, tokenizer_threads=pinned["tokenizer_threads"], **loader_flags)
+    # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
+    # (overridden anyway) cannot make it invalid; each trial sets its own values.
+    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
+                            tokenizer_threads=threads[0] if threads else pinned["tokenizer_threads"], **loader_flags)
     trial_configs(config, plan)  # a setting the rest of the config cannot take fails here, before any trial
     swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
     overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
     if overridden:
-        console.print(f"[dim]note: {', '.join(overridden)} in the environment are overridden by the sweep[/]")
+        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
+                      "overridden by the sweep[/]")
     out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
     console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
                   f"budget {budget_s:g} s, artifacts {out_dir}[/]")
