@@ -141,13 +141,20 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
     setting = winner["setting"]
     env = {SETTING_ENV[key]: str(value) for key, value in setting.items()
            if key != "tokenizer_threads" or swept_threads}
+    spreads = [e["spread"] for e in pool if e["ok"] >= 2]
+    typical_spread = round(float(statistics.median(spreads)), 6) if spreads else None
+    typical = ("—" if typical_spread is None else f"{100 * typical_spread:.1f} points" if objective.sign < 0
+               else f"{100 * typical_spread / abs(best['median']):.0f} % of the best" if best["median"] else "—")
     if winner["ok"] < 2:
         confidence = "low"
         why = (f"only {winner['ok']} successful repeat(s) of the pick: the noise cannot be estimated; "
                "run again with more --repeats or a larger --budget-s")
     elif len(tied) > 1:
         confidence = "indistinguishable"
-        why = (f"{len(tied)} settings are statistically indistinguishable from the best "
+        why = "" if len(tied) < len(pool) else (
+            f"no setting could be told apart from the best: the typical spread over repeats (±{typical}) is as large "
+            "as the differences — a busy node or too few --steps/--repeats; ")
+        why += (f"{len(tied)} settings are statistically indistinguishable from the best "
                f"({setting_label(best['setting'])}, median {format_value(best['median'], objective)}): "
                "any of them serves; " + ("the best is also the one using least memory" if winner is best else
                                          "picked the one using least memory (smallest Q, then doc batch)"))
@@ -171,5 +178,5 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
         "best": best["setting"], "best_median": best["median"],
         "indistinguishable": [e["setting"] for e in tied],
         "runner_up": None if runner_up is None else {"setting": runner_up["setting"], "median": runner_up["median"]},
-        "confidence": confidence, "reason": why, "meets_p95_target": bool(feasible), "rule": RULE,
+        "typical_spread": typical_spread, "confidence": confidence, "reason": why, "meets_p95_target": bool(feasible), "rule": RULE,
     }

@@ -210,3 +210,10 @@ def test_failed_trials_exit_4_and_are_reported(tmp_path):
     assert "FWE_TEST_SLOW_DOC_BATCH='sixteen'" in summary["trials"][0]["error"]["message"]
     assert summary["recommendation"] is None and summary["env_file"] is None
     assert summary["settings"][0]["status"] == "failed"
+
+
+def test_a_sweep_that_separates_nothing_says_so():
+    """Every setting within noise of the best: the reason says none could be told apart and gives the spread."""
+    rec, ranked = _pick({(16, 1): [100, 60, 101], (64, 4): [110, 70, 112], (256, 16): [105, 65, 108]})
+    assert all(e["tied_with_best"] for e in ranked) and rec["setting"] == {"doc_batch": 16, "queue_depth": 1}
+    assert rec["reason"].startswith("no setting could be told apart") and rec["typical_spread"] == 21.0  # half-ranges 20.5, 21, 21.5
