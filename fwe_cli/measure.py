@@ -29,7 +29,8 @@ from fwe_cli.sources.local import resolve_files
 
 DEFAULT_TARGETS = {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0, "fetch_p95_ms": 100.0}
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure_child import main; main(t0)"
-RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error")
+RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error",
+            "test_hook")
 STEADY_KEYS = ("fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "fetch_max_ms", "stall_fraction", "tokens_per_s",
                "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s")
 

@@ -8,6 +8,9 @@ goes to result_path; the exit code is 0 even when the loader failed (the error i
 First-batch phases are consecutive differences of milestones, so they add up to first_batch_s exactly:
 interpreter_start (spawn -> first line) | imports | tokenizer_ready | source_opened | first_document |
 first_batch (producer emitted batch 1) | warmup_filled (warmup wait, then the hand-off to the consumer).
+
+Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows that doc batch value's tokenize
+calls in this process; see `_plant_slow_doc_batch`.
 """
 
 import os
@@ -15,6 +18,35 @@ import time
 
 PHASES = ("interpreter_start", "imports", "tokenizer_ready", "source_opened", "first_document", "first_batch",
           "warmup_filled")
+SLOW_DOC_BATCH_HOOK = "FWE_TEST_SLOW_DOC_BATCH"
+TEST_HOOK_VARS = (SLOW_DOC_BATCH_HOOK,)
+
+
+def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
+    """TEST HOOK, for `fwe tune`'s acceptance test only: FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> makes every
+    tokenize call of a run whose doc_batch equals <doc batch> sleep <ms> first. Read here, in the measurement
+    child, and nowhere else: a training job's loader never sees it."""
+    raw = os.environ.get(SLOW_DOC_BATCH_HOOK)
+    if not raw:
+        return None
+    from fwe_cli.errors import ConfigError
+    from fwe_cli.pipeline import Pipeline
+
+    value, _, ms = raw.partition(":")
+    try:
+        slow_doc_batch, delay_s = int(value), float(ms) / 1000.0
+    except ValueError:
+        raise ConfigError(f"{SLOW_DOC_BATCH_HOOK}={raw!r} is not <doc batch>:<ms per doc batch>") from None
+    if doc_batch != slow_doc_batch:
+        return None
+    encode = Pipeline._encode
+
+    def slowed(self, texts):
+        time.sleep(delay_s)
+        return encode(self, texts)
+
+    Pipeline._encode = slowed
+    return {"var": SLOW_DOC_BATCH_HOOK, "doc_batch": slow_doc_batch, "ms_per_doc_batch": delay_s * 1000.0}
 
 
 def _count_hub_requests(times: list) -> bool:
@@ -89,6 +121,13 @@ def main(t0_wall: float) -> None:
         counting = _count_hub_requests(request_times)
     t_imports = time.perf_counter()
     result: dict = {"error": None}
+    try:
+        result["test_hook"] = _plant_slow_doc_batch(config.doc_batch)
+    except FweError as exc:
+        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": None}
+        with open(spec["result_path"], "wb") as handle:
+            handle.write(orjson.dumps(result))
+        return
     loader = FineWebLoader(config)
     try:
         if config.warmup_batches:

@@ -10,6 +10,7 @@ EXIT_USAGE = 2  # bad flag, variable or config value (typer's own usage errors u
 EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
 EXIT_KPI = 5  # measured, but a target was missed and --fail-on-kpi was given
+EXIT_PARTIAL = 6  # fwe tune: the budget ran out before every trial ran; the result covers only what was measured
 
 EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
@@ -18,6 +19,11 @@ EXIT_CODES_HELP = (
 MEASURE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} measured (targets missed without --fail-on-kpi are reported, not fatal); "
     f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi."
+)
+TUNE_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} every trial ran, recommendation and fwe.env written; {EXIT_USAGE} bad usage; "
+    f"{EXIT_LOADER} a trial failed (the others are still ranked) or none succeeded; {EXIT_PARTIAL} partial: "
+    "--budget-s ran out before every trial ran (fwe.env is written from what was measured and marked partial)."
 )
 
 _CODES: list[tuple[type[BaseException], int]] = [

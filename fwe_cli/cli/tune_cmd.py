@@ -1,0 +1,199 @@
+"""`fwe tune`: sweep doc batch x queue depth (x tokenizer threads), recommend the best, write fwe.env."""
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.color import Color
+from rich.style import Style
+from rich.table import Table
+
+from fwe_cli.artifacts import utc_stamp, write_json
+from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.output import console, fmt_ms, print_json
+from fwe_cli.config import ENV_VARS, resolve_config
+from fwe_cli.errors import ConfigError
+from fwe_cli.measure import parse_targets
+from fwe_cli.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
+                          write_env_file)
+from fwe_cli.tune_rank import OBJECTIVES, format_value, setting_label
+
+HELP = "\n\n".join([
+    "Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.",
+    "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`. Trials are "
+    "interleaved round by round (A B C, A B C, ...) --repeats times, so drift hits every setting alike; each "
+    "setting reports the median and spread of its repeats. The pick maximises --objective among settings whose "
+    "median fetch p95 is under target (--targets fetch_p95_ms=..., default 100); settings within noise of the "
+    "best (their ranges over the repeats overlap, or medians within 2 % of tokens/s / 1 point of stall) count as "
+    "tied, and the tie goes to the one using least memory (smallest Q, then doc batch). The report says when the "
+    "top settings are indistinguishable.",
+    "Grids are comma lists: --doc-batch-grid 16,32,64,128,256 and --q-grid 1,2,4,8,16 (the defaults). The loader "
+    "flags --doc-batch N / --q N / --tokenizer-threads N pin that dimension to one value instead (give one or the"
+    " other). NSA_FWE_DOC_BATCH / NSA_FWE_Q / NSA_FWE_TOKENIZER_THREADS in the environment are overridden by the "
+    "sweep.",
+    "--budget-s is a hard limit for the whole sweep: no trial starts unless it is expected to finish in time (the"
+    " first always starts); the running trial is finished, not killed; trials not run make the result partial "
+    "(exit 6).",
+    "Writes artifacts/tune/<UTC>/fwe.env (NAME=value lines: `set -a; . fwe.env; set +a`), summary.json with every"
+    " trial, and each trial's run folder. Test hook (for fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc "
+    "batch>:<ms> slows every tokenize call of that doc batch value inside the measured process.",
+    "Examples:",
+    "  fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8 --budget-s 900",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --objective stall --step-ms 150 --threads-grid 2,4,8",
+])
+EPILOG = TUNE_EXIT_CODES_HELP
+CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
+
+
+def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str, default, minimum: int = 1):
+    if given is not None and pinned is not None:
+        raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
+    if given is not None:
+        return parse_grid(given, flag, minimum)
+    return (pinned,) if pinned is not None else default
+
+
+def _colour(fraction: float) -> Style:
+    low, high = (CELL_COLOURS[0], CELL_COLOURS[1]) if fraction < 0.5 else (CELL_COLOURS[1], CELL_COLOURS[2])
+    t = fraction * 2 if fraction < 0.5 else fraction * 2 - 1
+    r, g, b = (round(a + (z - a) * t) for a, z in zip(low, high))
+    return Style(color="black", bgcolor=Color.from_rgb(r, g, b))
+
+
+def _cell(entry: dict, objective: str) -> str:
+    if entry["status"] == "unmeasured":
+        return "—"
+    if entry["status"] == "failed":
+        return "failed"
+    if objective == "tokens_per_s":
+        text = f"{entry['median'] / 1e6:.2f}M ±{entry['spread_pct'] or 0:.0f}%"
+    else:
+        text = f"{entry['median']:.1%} ±{100 * entry['spread']:.1f}pt"
+    return text + ("" if entry["feasible"] else " !p95")
+
+
+def _heatmaps(summary: dict) -> list[Table]:
+    objective, rec = summary["objective"]["name"], summary["recommendation"]
+    sign = 1 if summary["objective"]["direction"] == "max" else -1
+    scored = [sign * e["median"] for e in summary["settings"] if e["status"] == "ok"]
+    lo, hi = (min(scored), max(scored)) if scored else (0.0, 0.0)
+    plan = summary["plan"]
+    tables = []
+    for threads in plan["threads"] or [None]:
+        title = f"fwe tune — median {summary['objective']['label']} (doc batch × Q)"
+        table = Table(title=title + ("" if threads is None else f", tokenizer threads {threads}"), title_justify="left")
+        table.add_column("doc batch \\ Q", justify="right")
+        for q in plan["queue_depths"]:
+            table.add_column(f"Q={q}", justify="right")
+        for doc_batch in plan["doc_batches"]:
+            row = []
+            for q in plan["queue_depths"]:
+                entry = next(e for e in summary["settings"] if e["setting"]["doc_batch"] == doc_batch
+                             and e["setting"]["queue_depth"] == q and e["setting"].get("tokenizer_threads") == threads)
+                mark = "★ " if rec and entry["setting"] == rec["setting"] else "≈ " if entry["tied_with_best"] else ""
+                text = mark + _cell(entry, objective)
+                if entry["status"] == "ok":
+                    fraction = 1.0 if hi == lo else (sign * entry["median"] - lo) / (hi - lo)
+                    row.append(f"[{_colour(fraction)}]{text}[/]")
+                else:
+                    row.append(f"[dim]{text}[/]")
+            table.add_row(str(doc_batch), *row)
+        tables.append(table)
+    return tables
+
+
+LEGEND = ("[dim]★ recommended · ≈ within noise of the best · !p95 fetch p95 over target · ± half the range over "
+          "the repeats · colour: red worst → green best[/]")
+
+
+def _ranking(summary: dict, top: int = 8) -> Table:
+    sign = 1 if summary["objective"]["direction"] == "max" else -1
+    measured = sorted((e for e in summary["settings"] if e["status"] == "ok"), key=lambda e: -sign * e["median"])
+    table = Table(title=f"ranking (top {min(top, len(measured))} of {len(summary['settings'])})", title_justify="left")
+    for column in ("setting", "median", "range over repeats", "n", "fetch p95", "queue fill", "RSS MB", "note"):
+        table.add_column(column, justify="left" if column in ("setting", "note") else "right")
+    rec = summary["recommendation"]
+    objective = OBJECTIVES[summary["plan"]["objective"]]
+    for entry in measured[:top]:
+        note = ("recommended" if rec and entry["setting"] == rec["setting"] else "within noise of best"
+                if entry["tied_with_best"] else "" if entry["feasible"] else "fetch p95 over target")
+        spread = f"{format_value(entry['min'], objective, False)} … {format_value(entry['max'], objective, False)}"
+        table.add_row(setting_label(entry["setting"]), format_value(entry["median"], objective), spread,
+                      str(entry["ok"]), fmt_ms(entry["fetch_p95_ms"]),
+                      "—" if entry["mean_queue_fill"] is None else f"{entry['mean_queue_fill']:.1f}",
+                      "—" if entry["peak_rss_mb"] is None else f"{entry['peak_rss_mb']:.0f}", note)
+    return table
+
+
+@fwe_command()
+def tune(
+    doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
+    q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
+    threads_grid: Annotated[Optional[str], typer.Option("--threads-grid", help="Tokenizer thread counts to sweep, comma list, 0 = per core (NSA_FWE_TOKENIZER_THREADS). Default: not swept.")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="Steady-state steps measured per trial.")] = 200,
+    step_ms: Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = raw loader throughput.")] = 0.0,
+    repeats: Annotated[int, typer.Option(min=1, help="Trials per setting, interleaved round by round.")] = 3,
+    budget_s: Annotated[float, typer.Option(help="Hard wall-clock limit for the whole sweep, s; running out = partial, exit 6.")] = 900.0,
+    objective: Annotated[str, typer.Option(help="tokens_per_s (maximise) | stall (minimise stall fraction; needs --step-ms).")] = "tokens_per_s",
+    targets: Annotated[Optional[str], typer.Option(help="fetch_p95_ms=100 constrains the pick (same syntax as fwe measure).")] = None,
+    timeout: Annotated[float, typer.Option(help="Loader timeout per batch inside a trial, s.")] = 60.0,
+    run_timeout: Annotated[float, typer.Option(help="Hard limit for one trial (a subprocess), s; over it = failed.")] = 120.0,
+    json_out: JsonFlag = False,
+    artifacts_dir: ArtifactsDir = Path("artifacts"),
+    loader_flags: dict = None,  # type: ignore[assignment]
+) -> None:
+    pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
+    if threads_grid is not None and pinned["tokenizer_threads"] is not None:
+        raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
+    threads = parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None
+    plan = TunePlan(
+        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES),
+        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
+        threads=threads, steps=steps, step_ms=step_ms, repeats=repeats, budget_s=budget_s, objective=objective,
+        run_timeout=run_timeout, targets=parse_targets(targets))
+    # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
+    # (overridden anyway) cannot make it invalid; each trial sets its own values.
+    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
+                            tokenizer_threads=threads[0] if threads else pinned["tokenizer_threads"], **loader_flags)
+    trial_configs(config, plan)  # a setting the rest of the config cannot take fails here, before any trial
+    swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
+    overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
+    if overridden:
+        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
+                      "overridden by the sweep[/]")
+    out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
+    console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
+                  f"budget {budget_s:g} s, artifacts {out_dir}[/]")
+    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    summary["artifact"] = os.path.join(out_dir, "summary.json")
+    rec = summary["recommendation"]
+    summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
+    write_json(summary["artifact"], summary)
+    for table in _heatmaps(summary):
+        console.print(table)
+    console.print(LEGEND, soft_wrap=True)
+    console.print(_ranking(summary))
+    if summary["test_hooks"]:
+        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {summary['test_hooks']}: these numbers are not this node's")
+    if rec:
+        colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
+        console.print(f"recommended: [bold]{rec['label']}[/]  confidence [{colour}]{rec['confidence']}[/]: {rec['reason']}",
+                      soft_wrap=True)
+        console.print(rec["export"], soft_wrap=True, markup=False)
+        console.print(f"fwe.env: {summary['env_file']}   summary: {summary['artifact']}")
+    if json_out:
+        print_json(summary)
+    failed = [t for t in summary["trials"] if t.get("error")]
+    if failed or rec is None:
+        console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
+                      f"{failed[0]['error']['message'] if failed else 'none ran'}", soft_wrap=True)
+        raise typer.Exit(EXIT_LOADER)
+    if summary["partial"]:
+        console.print(f"[bold yellow]PARTIAL[/] {summary['budget']['stopped']} — exit {EXIT_PARTIAL}", soft_wrap=True)
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+tune.__doc__ = HELP
