@@ -193,8 +193,11 @@ class FineWebLoader:
             "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
             "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads,
             "stage": p.stage,
-            "tokenizer": None if tok is None else {"name": tok.name, "backend": tok.backend,
-                                                   "vocab_size": tok.vocab_size, "eos_id": tok.eos_id},
+            "tokenizer": None if tok is None else {
+                "name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+                "backend_reason": getattr(tok, "backend_reason", None),
+                "docs_by_backend": dict(getattr(tok, "docs_by_backend", None) or {tok.backend: p.docs}),
+                "check_s": getattr(tok, "check_s", None)},
             "source": p.documents.describe(),
             "warmup": self.warmup_report,
             "fallback": self.fallback,

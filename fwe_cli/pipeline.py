@@ -112,7 +112,7 @@ class Pipeline:
     def __iter__(self) -> Iterator:
         if self.tokenizer is None:
             self.stage = f"loading tokenizer {self.config.tokenizer!r}"
-            self.tokenizer = load_tokenizer(self.config.tokenizer)
+            self.tokenizer = load_tokenizer(self.config.tokenizer, self.config.tokenizer_backend)
         self.mark("tokenizer_ready")
         self.tokenizer_ready.set()
         self.stage = "opening source"
@@ -125,6 +125,8 @@ class Pipeline:
                 self.batches += 1
                 self.mark("first_batch")
                 yield to_output(batch) if to_output else batch
+                if self.batches == 1:  # the fast backend's proof starts only now: it never delays batch 1
+                    getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "reading documents"
         self.stage = "finished"
 

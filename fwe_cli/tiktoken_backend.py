@@ -80,8 +80,10 @@ def _check_structure(spec: dict, hf_tokenizer) -> None:
         pre = pre["pretokenizers"][0]
     if not pre or pre.get("type") != "ByteLevel":
         raise NotExpressible(f"pre-tokenizer is {pre and pre.get('type')!r}, not ByteLevel")
-    if pre.get("add_prefix_space") or not pre.get("use_regex", True):
-        raise NotExpressible("ByteLevel pre-tokenizer adds a prefix space or does not split with GPT-2's regex")
+    if pre.get("add_prefix_space"):
+        raise NotExpressible("ByteLevel pre-tokenizer adds a prefix space")
+    if not pre.get("use_regex", True):
+        raise NotExpressible("ByteLevel pre-tokenizer does not split with GPT-2's regex (use_regex false)")
     post = spec.get("post_processor")
     if (post or {}).get("type") not in INERT_POST_PROCESSORS:
         raise NotExpressible(f"post-processor {post.get('type')!r} is not known to leave ids alone")
@@ -120,28 +122,26 @@ def mergeable_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]]:
     if len(set(vocab.values())) != len(vocab):
         raise NotExpressible("vocabulary has repeated ids")
     alphabet = byte_level_alphabet()
+    outside = set("".join(vocab)) - alphabet.keys()
+    to_latin1 = str.maketrans({ch: chr(b) for ch, b in alphabet.items()})
     ranks: dict[bytes, int] = {}
     for token, index in vocab.items():
         if index in added_ids:
             if added.get(token) != index:
                 raise NotExpressible(f"id {index} is both vocabulary token {token!r} and another added token")
             continue
-        try:
-            ranks[bytes(alphabet[ch] for ch in token)] = index
-        except KeyError:
-            raise NotExpressible(f"vocabulary token {token!r} is not byte-level") from None
+        if outside and not outside.isdisjoint(token):
+            raise NotExpressible(f"vocabulary token {token!r} is not byte-level")
+        ranks[token.translate(to_latin1).encode("latin-1")] = index  # byte-level chars -> their bytes
     if any(bytes([b]) not in ranks for b in range(256)):
         raise NotExpressible("vocabulary lacks some of the 256 byte tokens")
-    last = -1
-    for a, b in _merge_pairs(spec["model"].get("merges") or []):
-        merged = vocab.get(a + b)
-        if a not in vocab or b not in vocab or merged is None:
-            raise NotExpressible(f"merge {a!r} + {b!r} names a token missing from the vocabulary")
-        if merged in added_ids:
-            raise NotExpressible(f"merge {a!r} + {b!r} yields added token id {merged}")
-        if merged <= last:
-            raise NotExpressible(f"merge {a!r} + {b!r} -> id {merged} breaks the id order of the merge list")
-        last = merged
+    pairs = _merge_pairs(spec["model"].get("merges") or [])
+    merged = np.array([vocab.get(a + b, -1) if a in vocab and b in vocab else -1 for a, b in pairs], dtype=np.int64)
+    for k in np.flatnonzero((merged < 0) | np.isin(merged, list(added_ids)))[:1]:
+        raise NotExpressible(f"merge {pairs[k][0]!r} + {pairs[k][1]!r} does not yield a BPE vocabulary token")
+    for k in np.flatnonzero(np.diff(merged) <= 0)[:1]:
+        a, b = pairs[k + 1]
+        raise NotExpressible(f"merge {a!r} + {b!r} -> id {merged[k + 1]} breaks the id order of the merge list")
     return ranks, added
 
 

@@ -8,13 +8,18 @@ tokenizer.json (or a directory holding one), or a Hub model id fetched through t
 ('gpt2' is an alias of 'openai-community/gpt2').
 
 Backends for a tokenizer.json: 'tokenizers' (HFTokenizer) always works; 'tiktoken' (fwe_cli.tiktoken_backend,
-~2.5x faster on FineWeb text) is used under backend 'auto' only when it is shown to give identical ids, and
-`backend_reason` says why the one in use was chosen. Lone surrogates are replaced by U+FFFD in both backends.
+~3x faster per core on FineWeb text) is used only once it is shown to give identical ids. Backend 'auto' returns
+an UpgradingTokenizer: tokenizers at once, tiktoken from the moment its proof (run on a background thread,
+~0.3 s of CPU for GPT-2) has passed; the pipeline starts that proof after its first batch, so the check never
+delays the first batch, and since ids are identical the switch cannot be seen in the batches. `backend` says
+which backend encodes now, `backend_reason` why. Lone surrogates become U+FFFD in both backends.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from functools import lru_cache
 from typing import Protocol, Sequence
 
@@ -106,6 +111,65 @@ class HFTokenizer:
         return np.array(ids, dtype=np.int32)
 
 
+class UpgradingTokenizer:
+    """An HFTokenizer that hands its work to tiktoken once `try_tiktoken` has proven the ids identical."""
+
+    def __init__(self, hf: HFTokenizer, path: str):
+        self.hf = hf
+        self.path = path
+        self.name, self.vocab_size, self.eos_id, self.eos_token = hf.name, hf.vocab_size, hf.eos_id, hf.eos_token
+        self.backend_reason = "tiktoken check not started yet"
+        self.docs_by_backend = {"tokenizers": 0, "tiktoken": 0}
+        self.check_s: float | None = None
+        """Wall seconds the tiktoken proof took (None until it has ended)."""
+        self._current: DocTokenizer = hf
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._checked = threading.Event()
+
+    @property
+    def backend(self) -> str:
+        return self._current.backend
+
+    def start_upgrade(self) -> None:
+        """Start the tiktoken proof on a named daemon thread (once; later calls do nothing)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self.backend_reason = "tiktoken check running"
+            self._thread = threading.Thread(target=self._upgrade, name="fwe-tiktoken-check", daemon=True)
+            self._thread.start()
+
+    def wait_upgrade(self, timeout: float = 30.0) -> str:
+        """Start the proof if needed, wait for its verdict (at most `timeout` s); return the backend in use."""
+        self.start_upgrade()
+        self._checked.wait(timeout)
+        return self.backend
+
+    def _upgrade(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._current = try_tiktoken(self.path, self.hf)
+            self.backend_reason = self._current.backend_reason
+        except NotExpressible as exc:
+            self.backend_reason = f"tiktoken not used: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a bug in the check must leave tokenizers running, and say so
+            self.backend_reason = f"tiktoken not used: its check failed with {type(exc).__name__}: {exc}"
+        finally:
+            self.check_s = round(time.perf_counter() - t0, 4)
+            self._checked.set()
+
+    def encode(self, text: str) -> list[int]:
+        return self._current.encode(text)
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
+        current = self._current
+        ids = current.encode_docs(texts)
+        with self._lock:
+            self.docs_by_backend[current.backend] += len(texts)
+        return ids
+
+
 def resolve_tokenizer_file(spec: str) -> str:
     """Path of the tokenizer.json a spec names, downloading a Hub id through the HF cache."""
     if os.path.isfile(spec):
@@ -129,8 +193,8 @@ def resolve_tokenizer_file(spec: str) -> str:
 def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
     """Load a tokenizer from a spec ('byte', a tokenizer.json path or directory, or a Hub id).
 
-    backend 'auto': tiktoken when it provably gives the ids of tokenizers, else tokenizers; 'tokenizers':
-    always tokenizers; 'tiktoken': tiktoken or TokenizerError saying why it cannot be used."""
+    backend 'auto': an UpgradingTokenizer (tokenizers, then tiktoken once proven identical); 'tokenizers':
+    always tokenizers; 'tiktoken': tiktoken, proven before this returns, or TokenizerError saying why not."""
     if backend not in BACKENDS:
         raise TokenizerError(f"tokenizer backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if spec == "byte":
@@ -142,8 +206,8 @@ def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
 
 @lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str) -> DocTokenizer:
-    """Parse a tokenizer.json and pick its backend once per process (GPT-2: ~90 ms, plus ~300 ms for the
-    tiktoken checks) — loaders built later reuse the result (the tokenizers are stateless, thread-safe)."""
+    """Parse a tokenizer.json once per process (GPT-2: ~90 ms; ~300 ms more for backend 'tiktoken') — loaders
+    built later reuse it, upgraded if the proof has passed (the backends are stateless and thread-safe)."""
     from tokenizers import Tokenizer
 
     try:
@@ -151,12 +215,11 @@ def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str) -> 
     except Exception as exc:
         raise TokenizerError(f"cannot load tokenizer from {path}: {exc}") from exc
     hf = HFTokenizer(tokenizer, name=name)
-    if backend == "tokenizers":
-        return hf
-    try:
-        return try_tiktoken(path, hf)
-    except NotExpressible as exc:
-        if backend == "tiktoken":
+    if backend == "auto":
+        return UpgradingTokenizer(hf, path)
+    if backend == "tiktoken":
+        try:
+            return try_tiktoken(path, hf)
+        except NotExpressible as exc:
             raise TokenizerError(f"tiktoken cannot stand in for {name!r}: {exc}") from None
-        hf.backend_reason = f"tiktoken not used: {exc}"
-        return hf
+    return hf
