@@ -171,11 +171,19 @@ class TiktokenTokenizer:
         self.eos_id = hf.eos_id
         self.backend_reason = "tiktoken gives ids identical to tokenizers (structure, vocabulary and probes checked)"
         self._special = frozenset(encoding.special_tokens_set)
-        # When the end-of-document token is itself an added token, tokenizers splits it out of any text;
-        # so "doc0<eos>doc1<eos>" encodes, in one call, to ids(doc0) + [eos] + ids(doc1) + [eos].
-        self._join = self.eos_token if self.eos_token in self._special else None
+        if self.eos_token not in self._special:
+            raise NotExpressible(f"end-of-document token {self.eos_token!r} is not an added token")
+        # tokenizers splits every added token out of any text, the end-of-document one included; so
+        # "doc0<eos>doc1<eos>" encodes, in one call, to ids(doc0) + [eos] + ids(doc1) + [eos] -- unless another
+        # added token could match across a document's end and the separator.
+        sep = self.eos_token
+        for token in self._special - {sep}:
+            if sep in token or any(token.endswith(sep[:k]) for k in range(1, len(sep))):
+                raise NotExpressible(f"added token {token!r} overlaps the end-of-document token {sep!r}")
+        self._separator = sep
 
     def _encode_array(self, text: str) -> np.ndarray:
+        """uint32 ids (read-only), lone surrogates replaced as in HFTokenizer."""
         try:
             return self.encoding.encode_to_numpy(text, allowed_special=self._special, disallowed_special=())
         except UnicodeEncodeError:
@@ -186,14 +194,11 @@ class TiktokenTokenizer:
         return self._encode_array(text).tolist()
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
-        if self._join is not None:
-            joined = self._join.join(texts) + self._join if texts else ""
-            return self._encode_array(joined).astype(np.int32)
-        parts = []
-        eos = np.array([self.eos_id], dtype=np.int32)
-        for text in texts:
-            parts += [self._encode_array(text), eos]
-        return np.concatenate(parts).astype(np.int32, copy=False) if parts else np.empty(0, np.int32)
+        if not texts:
+            return np.empty(0, dtype=np.int32)
+        # One call for the whole doc batch: a single GIL release, no per-document arrays to stitch.
+        joined = self._separator.join(texts) + self._separator
+        return self._encode_array(joined).astype(np.int32)
 
 
 def _check_probes(fast: TiktokenTokenizer, hf) -> None:

@@ -20,7 +20,7 @@ import sys
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import orjson
@@ -30,7 +30,9 @@ sys.path.insert(0, ROOT)
 
 EOT = "<|endoftext|>"
 PREFIX_BATCHES = 256  # 2.1 M tokens at seq 1024 x batch 8: covers fwe's tokenizers-then-tiktoken handover
-WINDOW = (0.1, 0.9)  # steady state: the rate between the batches at 10 % and 90 % of the run
+WINDOW = (0.1, 0.9)  # steady state: the rate between the batches at 10 % and 90 % of the run ...
+SETTLE_BATCHES = 32  # ... starting no sooner than this many batches after fwe switched backend: the tasks in flight
+# then (2 x threads x doc_batch documents, ~180 k tokens) and the queue (8 batches) still hold tokenizers' output
 
 
 def cpu_s() -> float:
@@ -42,9 +44,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: float) -> dict:
-    """Pull batches until the end (or max_seconds); time each fetch; hash the stream."""
-    stamps, fetch, crc_prefix, crc = [], [], 0, 0
+def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: float,
+            settled: Callable[[], bool] = lambda: True) -> dict:
+    """Pull batches until the end (or max_seconds); time each fetch; hash the stream.
+
+    Steady state is the stretch from the batch at 10 % of the run (or, if later, SETTLE_BATCHES after the first
+    batch at which `settled()` held: fwe's switch to its proven fast backend) to the batch at 90 %."""
+    stamps, cpus, fetch, crc_prefix, crc, settled_at = [], [], [], 0, 0, None
     c0 = cpu_s()
     while True:
         t0 = time.perf_counter()
@@ -56,6 +62,9 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
         t1 = time.perf_counter()
         fetch.append(t1 - t0)
         stamps.append(t1)
+        cpus.append(cpu_s())
+        if settled_at is None and settled():
+            settled_at = len(stamps) - 1
         data = np.ascontiguousarray(np.asarray(batch), dtype=np.int32).tobytes()
         crc = zlib.crc32(data, crc)
         if len(stamps) <= PREFIX_BATCHES:
@@ -64,14 +73,18 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
             complete = False
             break
     n = len(stamps)
-    if n < 20:
-        raise SystemExit(f"only {n} batches: the data file is too small for a steady-state window")
-    k1, k2 = int(n * WINDOW[0]), int(n * WINDOW[1]) - 1
+    k1 = max(int(n * WINDOW[0]), (n if settled_at is None else settled_at + SETTLE_BATCHES))
+    k2 = int(n * WINDOW[1]) - 1
+    if k2 - k1 < 20:
+        raise SystemExit(f"{n} batches, settled at {settled_at}: too few for a steady-state window (use more data)")
     fetch_ms = np.asarray(fetch) * 1000
     end = stamps[-1]
     return {
         "batches": n, "tokens": n * batch_tokens, "complete": complete,
         "steady_tokens_per_s": (k2 - k1) * batch_tokens / (stamps[k2] - stamps[k1]),
+        "steady_tokens_per_cpu_s": (k2 - k1) * batch_tokens / max(cpus[k2] - cpus[k1], 1e-9),
+        "steady_window": {"from_batch": k1, "to_batch": k2, "settled_at_batch": settled_at,
+                          "from_s": stamps[k1] - t_start, "to_s": stamps[k2] - t_start},
         "end_to_end_tokens_per_s": n * batch_tokens / (end - t_start),
         "first_batch_s": stamps[0] - t_start, "wall_s": end - t_start,
         "fetch_p50_ms": float(np.percentile(fetch_ms, 50)), "fetch_p95_ms": float(np.percentile(fetch_ms, 95)),
@@ -205,7 +218,13 @@ def stage_fwe(args) -> dict:
     config = _fwe_config(args)
     t_start = time.perf_counter()
     with FineWebLoader(config) as loader:
-        out = consume(iter(loader), args.seq_len * args.batch, t_start, args.max_seconds)
+        pipeline = loader.pipeline  # settled: the producer encodes with the backend it will keep
+
+        def settled() -> bool:
+            tok = pipeline.tokenizer
+            return tok is not None and getattr(tok, "check_s", 0) is not None
+
+        out = consume(iter(loader), args.seq_len * args.batch, t_start, args.max_seconds, settled)
         stats = loader.stats()
     out["loader"] = {k: stats[k] for k in ("tokenizer", "tokenizer_threads", "fetch_p95_ms", "tokenize_s", "docs")}
     out["config"] = config.to_dict()

@@ -66,6 +66,10 @@ def _prefix_added_tokens(spec):
     spec["added_tokens"].append({**spec["added_tokens"][0], "id": 50257, "content": "<|endoftext|>X"})
 
 
+def _overlapping_added_token(spec):
+    spec["added_tokens"].append({**spec["added_tokens"][0], "id": 50257, "content": "x<|endo"})
+
+
 def _lstrip_added_token(spec):
     spec["added_tokens"][0]["lstrip"] = True
 
@@ -82,6 +86,7 @@ CASES = {
     "merge removed": (_drop_merge, "turn vocabulary token"),
     "added token prefix of another": (_prefix_added_tokens, "prefix"),
     "added token strips": (_lstrip_added_token, "strips"),
+    "added token overlaps the separator": (_overlapping_added_token, "overlaps the end-of-document token"),
 }
 
 
