@@ -196,7 +196,7 @@ class FineWebLoader:
             "tokenizer": None if tok is None else {
                 "name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
                 "backend_reason": getattr(tok, "backend_reason", None),
-                "docs_by_backend": dict(getattr(tok, "docs_by_backend", None) or {tok.backend: p.docs}),
+                "docs_by_backend": dict(p.docs_by_backend),
                 "check_s": getattr(tok, "check_s", None)},
             "source": p.documents.describe(),
             "warmup": self.warmup_report,

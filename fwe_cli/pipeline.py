@@ -55,6 +55,7 @@ class Pipeline:
         self.tokens = 0
         self.batches = 0
         self.tokenize_s = 0.0
+        self.docs_by_backend: dict[str, int] = {}  # documents each tokenizer backend encoded for this pipeline
         self.threads = effective_threads(config)
         self._on_progress = on_progress
         self._started = time.perf_counter()
@@ -70,9 +71,12 @@ class Pipeline:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         t0 = time.perf_counter()
-        ids = self.tokenizer.encode_docs(texts)
+        tokenizer = self.tokenizer
+        backend = getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
+        ids = backend.encode_docs(texts)
         with self._lock:
             self.tokenize_s += time.perf_counter() - t0
+            self.docs_by_backend[backend.backend] = self.docs_by_backend.get(backend.backend, 0) + len(texts)
         return ids
 
     def _doc_batches(self) -> Iterator[list[str]]:

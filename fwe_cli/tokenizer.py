@@ -119,7 +119,6 @@ class UpgradingTokenizer:
         self.path = path
         self.name, self.vocab_size, self.eos_id, self.eos_token = hf.name, hf.vocab_size, hf.eos_id, hf.eos_token
         self.backend_reason = "tiktoken check not started yet"
-        self.docs_by_backend = {"tokenizers": 0, "tiktoken": 0}
         self.check_s: float | None = None
         """Wall seconds the tiktoken proof took (None until it has ended)."""
         self._current: DocTokenizer = hf
@@ -130,6 +129,10 @@ class UpgradingTokenizer:
     @property
     def backend(self) -> str:
         return self._current.backend
+
+    def current(self) -> DocTokenizer:
+        """The backend that encodes now (callers that count per backend encode with it directly)."""
+        return self._current
 
     def start_upgrade(self) -> None:
         """Start the tiktoken proof on a named daemon thread (once; later calls do nothing)."""
@@ -163,11 +166,7 @@ class UpgradingTokenizer:
         return self._current.encode(text)
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
-        current = self._current
-        ids = current.encode_docs(texts)
-        with self._lock:
-            self.docs_by_backend[current.backend] += len(texts)
-        return ids
+        return self._current.encode_docs(texts)
 
 
 def resolve_tokenizer_file(spec: str) -> str:

@@ -49,7 +49,8 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
     """Pull batches until the end (or max_seconds); time each fetch; hash the stream.
 
     Steady state is the stretch from the batch at 10 % of the run (or, if later, SETTLE_BATCHES after the first
-    batch at which `settled()` held: fwe's switch to its proven fast backend) to the batch at 90 %."""
+    batch at which `settled()` held: fwe's switch to its proven fast backend) to the batch at 90 %. A run too
+    short to settle is measured over 10-90 % and says so (after_settling false)."""
     stamps, cpus, fetch, crc_prefix, crc, settled_at = [], [], [], 0, 0, None
     c0 = cpu_s()
     while True:
@@ -73,10 +74,12 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
             complete = False
             break
     n = len(stamps)
-    k1 = max(int(n * WINDOW[0]), (n if settled_at is None else settled_at + SETTLE_BATCHES))
-    k2 = int(n * WINDOW[1]) - 1
+    k1, k2 = int(n * WINDOW[0]), int(n * WINDOW[1]) - 1
+    settled_window = settled_at is not None and k2 - max(k1, settled_at + SETTLE_BATCHES) >= 20
+    if settled_window:
+        k1 = max(k1, settled_at + SETTLE_BATCHES)
     if k2 - k1 < 20:
-        raise SystemExit(f"{n} batches, settled at {settled_at}: too few for a steady-state window (use more data)")
+        raise SystemExit(f"{n} batches: too few for a steady-state window (use more data)")
     fetch_ms = np.asarray(fetch) * 1000
     end = stamps[-1]
     return {
@@ -84,6 +87,7 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
         "steady_tokens_per_s": (k2 - k1) * batch_tokens / (stamps[k2] - stamps[k1]),
         "steady_tokens_per_cpu_s": (k2 - k1) * batch_tokens / max(cpus[k2] - cpus[k1], 1e-9),
         "steady_window": {"from_batch": k1, "to_batch": k2, "settled_at_batch": settled_at,
+                          "after_settling": settled_window,
                           "from_s": stamps[k1] - t_start, "to_s": stamps[k2] - t_start},
         "end_to_end_tokens_per_s": n * batch_tokens / (end - t_start),
         "first_batch_s": stamps[0] - t_start, "wall_s": end - t_start,
