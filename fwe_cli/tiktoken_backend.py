@@ -212,7 +212,7 @@ def _check_probes(fast: TiktokenTokenizer, hf) -> None:
 
 
 def build_encoding(spec: dict, name: str = "fwe-bytelevel-bpe"):
-    """A tiktoken Encoding from a parsed tokenizer.json (gates 1-2 only; no network)."""
+    """A tiktoken Encoding (and the added tokens) from a parsed tokenizer.json, checked as gate 2 says; no network."""
     import tiktoken
 
     ranks, added = mergeable_ranks(spec)

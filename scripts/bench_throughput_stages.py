@@ -92,7 +92,7 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
         "end_to_end_tokens_per_s": n * batch_tokens / (end - t_start),
         "first_batch_s": stamps[0] - t_start, "wall_s": end - t_start,
         "fetch_p50_ms": float(np.percentile(fetch_ms, 50)), "fetch_p95_ms": float(np.percentile(fetch_ms, 95)),
-        "fetch_max_ms": float(fetch_ms.max()), "cpu_s": cpu_s() - c0,
+        "fetch_max_ms": float(fetch_ms.max()), "fetch_max_at_batch": int(fetch_ms.argmax()), "cpu_s": cpu_s() - c0,
         "crc32_prefix": crc_prefix if n >= PREFIX_BATCHES else None, "crc32": crc if complete else None,
     }
 
