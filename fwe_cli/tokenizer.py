@@ -113,7 +113,11 @@ class HFTokenizer:
 
 
 class UpgradingTokenizer:
-    """An HFTokenizer that hands its work to tiktoken once `try_tiktoken` has proven the ids identical."""
+    """An HFTokenizer that hands its work to tiktoken once `try_tiktoken` has proven the ids identical.
+
+    The proof thread belongs to this process-wide (cached) tokenizer, not to a loader, so loaders do not join it:
+    it does no I/O beyond re-reading the tokenizer.json and ends after ~0.3 s of CPU (a daemon thread, it never
+    keeps the process alive); its verdict lands in `backend_reason`, its duration in `check_s`."""
 
     def __init__(self, hf: HFTokenizer, path: str):
         self.hf = hf
