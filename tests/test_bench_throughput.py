@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_benchmark_runs_and_stages_agree_on_ids(tmp_path):
+    """5 MB of synthetic records, one round, naive + ceiling + fwe: exit 0, identical id streams, every figure."""
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_throughput.py"), "--synthetic", "--min-mb", "5",
            "--rounds", "1", "--skip", "datasets,rss", "--slow-stage-seconds", "5", "--data-dir", str(tmp_path / "data"),
            "--out", str(tmp_path / "out")]
