@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError
 
 SOURCES = ("hub", "local", "synthetic")
+TOKENIZER_BACKENDS = ("auto", "tokenizers", "tiktoken")
 BAD_RECORD_POLICIES = ("skip", "error")
 
 # The users' environment variables -> (config field, parser name). Read nowhere else.
@@ -86,6 +87,8 @@ class LoaderConfig:
     """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2')."""
     tokenizer_threads: int = 0
     """Threads that tokenize in parallel (NSA_FWE_TOKENIZER_THREADS); 0 means one per CPU core."""
+    tokenizer_backend: str = "auto"
+    """'auto' (tokenizers, then tiktoken once proven to give identical ids), 'tokenizers', or 'tiktoken' (required)."""
     loader_timeout: float = 60.0
     """Seconds to wait for the first batch (and any later one) before raising LoaderTimeout."""
     synthetic_on_fail: bool = False
@@ -122,6 +125,9 @@ class LoaderConfig:
             raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {self.source!r}")
         if self.source == "local" and not self.local_path:
             raise ConfigError("source 'local' needs local_path (--local-path), got none")
+        if self.tokenizer_backend not in TOKENIZER_BACKENDS:
+            raise ConfigError(f"tokenizer_backend must be one of {', '.join(TOKENIZER_BACKENDS)}; "
+                              f"got {self.tokenizer_backend!r}")
         if self.bad_records not in BAD_RECORD_POLICIES:
             raise ConfigError(f"bad_records must be 'skip' or 'error', got {self.bad_records!r}")
         if not self.tokenizer or not isinstance(self.tokenizer, str):

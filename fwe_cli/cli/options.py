@@ -37,6 +37,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "warmup_timeout": (Optional[float], _opt("--warmup-timeout", help="Max warmup wait, s (env NSA_FWE_WARMUP_TIMEOUT). Default 30.")),
     "report_docs": (Optional[int], _opt("--report-docs", help="Progress heartbeat every N docs, 0 off (env NSA_FWE_REPORT_DOCS). Default 1000.")),
     "tokenizer_threads": (Optional[int], _opt("--tokenizer-threads", help="Parallel tokenize threads, 0 = per core (env NSA_FWE_TOKENIZER_THREADS).")),
+    "tokenizer_backend": (Optional[str], _opt("--tokenizer-backend", help="auto (tiktoken once proven identical) | tokenizers | tiktoken. Default auto.")),
     "shard_mod": (Optional[int], _opt("--shard-mod", help="Number of shards: doc i goes to shard i % mod. Default 1.")),
     "shard_rem": (Optional[int], _opt("--shard-rem", help="This shard, 0 <= rem < mod. Default 0.")),
     "seed": (Optional[int], _opt("--seed", help="Synthetic source seed. Default 0.")),
