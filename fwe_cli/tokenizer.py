@@ -29,6 +29,7 @@ import numpy as np
 from fwe_cli.config import TOKENIZER_BACKENDS
 from fwe_cli.errors import TokenizerError
 from fwe_cli.tiktoken_backend import NotExpressible, replace_lone_surrogates, try_tiktoken
+from fwe_cli.transient import attempts_note, call_with_retries
 
 BYTE_EOS_ID = 256
 HUB_ALIASES = {"gpt2": "openai-community/gpt2"}
@@ -189,9 +190,10 @@ def resolve_tokenizer_file(spec: str) -> str:
     try:
         from huggingface_hub import hf_hub_download
 
-        return hf_hub_download(repo_id=repo, filename="tokenizer.json")
+        return call_with_retries(lambda: hf_hub_download(repo_id=repo, filename="tokenizer.json"),
+                                 f"fetching tokenizer.json of {repo}")
     except Exception as exc:  # network, auth, missing repo: all end here with the cause chained
-        raise TokenizerError(f"cannot fetch tokenizer.json of {repo!r} from the Hub: {exc}") from exc
+        raise TokenizerError(f"cannot fetch tokenizer.json of {repo!r} from the Hub{attempts_note(exc)}: {exc}") from exc
 
 
 def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:

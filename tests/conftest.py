@@ -41,3 +41,7 @@ def run_fwe(*args: str, env: dict | None = None, timeout: float = 120, cwd: str 
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "fwe_cli", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd)
+
+
+# The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py.
+pytest_plugins = ["tests.hubsim.fixtures"]

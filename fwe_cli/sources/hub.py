@@ -10,16 +10,21 @@ from typing import Iterator
 
 from fwe_cli.documents import Document
 from fwe_cli.errors import SourceError
+from fwe_cli.transient import attempts_note, call_with_retries
 
 
 def open_hub_stream(dataset: str, name: str | None, split: str):
-    """Handshake, metadata and file listing: returns the streaming IterableDataset."""
+    """Handshake, metadata and file listing: returns the streaming IterableDataset.
+
+    Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient."""
     try:
         from datasets import load_dataset
 
-        stream = load_dataset(dataset, name=name, split=split, streaming=True)
+        stream = call_with_retries(lambda: load_dataset(dataset, name=name, split=split, streaming=True),
+                                   f"opening Hub dataset {dataset}")
     except Exception as exc:  # datasets/huggingface_hub raise many types; keep the cause chained
-        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r}): {exc}") from exc
+        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r})"
+                          f"{attempts_note(exc)}: {exc}") from exc
     columns = stream.column_names
     if columns and "text" not in columns:
         raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")

@@ -1,0 +1,77 @@
+"""Cold and warm `fwe smoke --source hub` against the test Hub under added round-trip times; writes JSON.
+
+    python -m tests.hubsim bench --root /tmp/hub --rtt-ms 0,50,200 --out artifacts/hubsim/rtt.json
+
+For each RTT: a fresh HF_HOME (cold run), then the same HF_HOME again (warm run). Each record pairs what
+smoke measured (first_batch_s, ok) with what the server saw (requests, connections, body bytes), so
+first_batch_s can be read as "round trips x RTT + everything else". Figures, not pass/fail: compare
+runs made on the same machine only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from fwe_cli.hostinfo import host_facts
+from tests.hubsim.clientenv import REPO_ROOT, client_env
+from tests.hubsim.proxy import RttProxy
+from tests.hubsim.server import HubServer
+
+
+def _smoke(endpoint: str, home: Path, workdir: Path, smoke_args: list[str], timeout: float) -> tuple[dict | None, float]:
+    env = dict(os.environ)
+    env.update(client_env(endpoint, home, workdir / "violations.jsonl"))
+    args = [sys.executable, "-m", "fwe_cli", "smoke", "--source", "hub", "--json", "--timeout", f"{timeout:g}",
+            "--artifacts-dir", str(workdir / "artifacts"), *smoke_args]
+    started = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout + 60)
+    wall = time.monotonic() - started
+    return (orjson.loads(proc.stdout) if proc.stdout.strip() else None), wall
+
+
+def run_bench(root: str, rtts_ms: list[float], smoke_args: list[str], timeout: float = 120.0,
+              handshake_rtts: int = 2, progress: Callable[[str], None] = lambda line: None) -> dict:
+    """Cold + warm smoke per RTT; returns {"runs": [...], "host": ..., ...}."""
+    runs = []
+    with HubServer(root) as hub, tempfile.TemporaryDirectory(prefix="hubsim-bench-") as tmp:
+        workdir = Path(tmp)
+        for rtt_ms in rtts_ms:
+            home = workdir / f"hf_home_rtt{rtt_ms:g}"
+            home.mkdir()
+            proxy = RttProxy(("127.0.0.1", hub.port), rtt_ms / 1000, handshake_rtts).start() if rtt_ms else None
+            try:
+                for cache in ("cold", "warm"):
+                    log = hub.new_log()
+                    result, wall = _smoke(proxy.url if proxy else hub.url, home, workdir, smoke_args, timeout)
+                    hub.wait_idle()
+                    records = log.records()
+                    run = {"rtt_ms": rtt_ms, "handshake_rtts": handshake_rtts if rtt_ms else 0, "cache": cache,
+                           "ok": bool(result and result["ok"]),
+                           "first_batch_s": result["first_batch_s"] if result else None,
+                           "tokens_per_s": result["tokens_per_s"] if result else None,
+                           "error": result["error"] if result else "no JSON from fwe smoke",
+                           "requests": len(records), "connections": len({r["conn"] for r in records}),
+                           "body_bytes": sum(r["bytes"] for r in records), "process_wall_s": round(wall, 3),
+                           "server_span_s": round(records[-1]["t"] - records[0]["t"], 3) if records else None,
+                           "requests_detail": [r["endpoint"] + (f" {r['range']}" if r["range"] else "")
+                                               for r in records]}
+                    runs.append(run)
+                    progress(f"rtt {rtt_ms:g} ms {cache}: first_batch_s={run['first_batch_s']} "
+                             f"requests={run['requests']} connections={run['connections']} ok={run['ok']}")
+            finally:
+                if proxy is not None:
+                    proxy.stop()
+        violations = (workdir / "violations.jsonl").read_text() if (workdir / "violations.jsonl").exists() else ""
+    manifest_path = Path(root) / "hubsim.json"
+    return {"kind": "hubsim_rtt_bench", "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "root": str(root),
+            "repos": orjson.loads(manifest_path.read_bytes()) if manifest_path.exists() else None,
+            "smoke_args": smoke_args, "runs": runs, "sealed_violations": violations.splitlines(), "host": host_facts()}

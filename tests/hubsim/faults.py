@@ -1,0 +1,133 @@
+"""Faults the test Hub server injects, switchable per run (`HubServer.set_faults`).
+
+Each fault applies to requests whose "METHOD /path?query[ range=bytes=A-B]" matches its regular expression
+(searched, so 'parquet' matches any parquet request, 'range=bytes=4-' the parquet data read after the
+footer, '' every request):
+
+- delay_s: every request waits this long before its answer is written (server think time).
+- fail_count x fail_status: the first N matching requests are answered with that status (503, 429, ...)
+  and, when retry_after is set, a `Retry-After: <seconds>` header; later ones succeed. With
+  fail_distinct, a retried request is not failed twice, so the N failures hit N different requests.
+- drop_after_bytes: the first drop_count matching requests that have a body get their headers and this
+  many body bytes, then the connection is cut (the client sees a short read).
+- stall_match: matching requests are never answered (until the server stops): a hung Hub.
+
+Added round-trip time is not here: it is the TCP proxy's job (proxy.py), because it costs per connection
+and per exchange, not per request handled.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What to inject; the default injects nothing."""
+
+    delay_s: float = 0.0
+    """Seconds added before every answer."""
+    fail_count: int = 0
+    """How many matching requests get `fail_status` before requests succeed again."""
+    fail_status: int = 503
+    """Status of the failed answers (503 and 429 are what the Hub sends under load)."""
+    retry_after: int | None = None
+    """Seconds sent as Retry-After with failed answers; None sends no header."""
+    fail_match: str = ""
+    """Regex over 'METHOD /path?query[ range=bytes=A-B]' selecting the requests that may fail."""
+    fail_distinct: bool = False
+    """Fail each distinct request line at most once, so the N failures land on N different requests
+    (a client's retry of a failed request then succeeds)."""
+    drop_after_bytes: int | None = None
+    """Cut the connection after this many body bytes; None never cuts."""
+    drop_count: int = 1
+    """How many matching answers are cut."""
+    drop_match: str = ""
+    """Regex selecting the answers that may be cut."""
+    stall_match: str | None = None
+    """Regex selecting requests that are never answered; None stalls nothing."""
+
+    def __post_init__(self) -> None:
+        if self.delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {self.delay_s!r}")
+        if self.fail_count < 0:
+            raise ValueError(f"fail_count must be >= 0, got {self.fail_count!r}")
+        if not 400 <= self.fail_status <= 599:
+            raise ValueError(f"fail_status must be an HTTP error status (400-599), got {self.fail_status!r}")
+        if self.retry_after is not None and self.retry_after < 0:
+            raise ValueError(f"retry_after must be >= 0 seconds, got {self.retry_after!r}")
+        if self.drop_after_bytes is not None and self.drop_after_bytes < 0:
+            raise ValueError(f"drop_after_bytes must be >= 0, got {self.drop_after_bytes!r}")
+        if self.drop_count < 0:
+            raise ValueError(f"drop_count must be >= 0, got {self.drop_count!r}")
+        for name in ("fail_match", "drop_match", "stall_match"):
+            pattern = getattr(self, name)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{name} {pattern!r} is not a regular expression: {exc}") from None
+
+    def describe(self) -> dict:
+        """Only the faults that are switched on (for logs and the CLI banner)."""
+        on: dict = {}
+        if self.delay_s:
+            on["delay_s"] = self.delay_s
+        if self.fail_count:
+            on["fail"] = {"count": self.fail_count, "status": self.fail_status, "retry_after": self.retry_after,
+                          "match": self.fail_match, "distinct": self.fail_distinct}
+        if self.drop_after_bytes is not None and self.drop_count:
+            on["drop"] = {"after_bytes": self.drop_after_bytes, "count": self.drop_count, "match": self.drop_match}
+        if self.stall_match is not None:
+            on["stall"] = {"match": self.stall_match}
+        return on
+
+
+class FaultState:
+    """The faults of the current run plus how many failures/cuts are still to be dealt (thread-safe)."""
+
+    def __init__(self, faults: Faults = Faults()):
+        self.faults = faults
+        self._lock = threading.Lock()
+        self._fails_left = faults.fail_count
+        self._drops_left = faults.drop_count if faults.drop_after_bytes is not None else 0
+        self._failed_lines: set[str] = set()
+        self.released = threading.Event()
+        """Set when these faults are replaced or the server stops: stalled requests then end."""
+
+    def should_stall(self, request_line: str) -> bool:
+        pattern = self.faults.stall_match
+        return pattern is not None and re.search(pattern, request_line) is not None
+
+    def take_failure(self, request_line: str) -> bool:
+        """True (and one failure used up) when this request is to be failed."""
+        with self._lock:
+            if self._fails_left and re.search(self.faults.fail_match, request_line):
+                if self.faults.fail_distinct and request_line in self._failed_lines:
+                    return False
+                self._failed_lines.add(request_line)
+                self._fails_left -= 1
+                return True
+        return False
+
+    def drop_budget(self, request_line: str) -> int | None:
+        """Body bytes after which this answer is to be cut, or None; the cut is only used up by
+        `claim_drop`, when the body really is that long."""
+        with self._lock:
+            if self._drops_left and re.search(self.faults.drop_match, request_line):
+                return self.faults.drop_after_bytes
+        return None
+
+    def claim_drop(self) -> bool:
+        """Use up one cut; False when another answer took the last one meanwhile."""
+        with self._lock:
+            if self._drops_left:
+                self._drops_left -= 1
+                return True
+        return False
+
+    def remaining(self) -> dict:
+        with self._lock:
+            return {"fails": self._fails_left, "drops": self._drops_left}

@@ -1,0 +1,113 @@
+"""pytest fixtures for the test Hub (loaded by tests/conftest.py through `pytest_plugins`).
+
+- `hubsim_root` (session): small repos built once (2 shards of one 1,000-row row group, ~4 MB; ~1.5 s).
+- `hubsim_server` (session): the server on an ephemeral 127.0.0.1 port, stopped at the end.
+- `hub` (function): a `HubRun` on that server with no faults and an empty request log; faults, RTT
+  proxy and request log are reset afterwards.
+
+Clients run in subprocesses whose environment comes from `HubRun.env(home)`: HF_ENDPOINT set before any
+client is imported, a cold (or reused) HF_HOME, download counts, telemetry and datasets' parquet-export
+lookup off, and the sealed sitecustomize that refuses (and records) any connection beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.hubsim.clientenv import client_env
+from tests.hubsim.faults import Faults
+from tests.hubsim.proxy import RttProxy
+from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.server import HubServer
+
+TEST_SPEC = BuildSpec(mb=3.0, shards=2)
+
+
+class HubRun:
+    """One run against the shared server: its faults, its request log, its client environments."""
+
+    def __init__(self, server: HubServer, workdir: Path):
+        self.server = server
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.violations_file = self.workdir / "violations.jsonl"
+        self.proxy: RttProxy | None = None
+        self._homes = 0
+        server.set_faults(Faults())
+        server.new_log(self.workdir / "requests.jsonl")
+
+    @property
+    def url(self) -> str:
+        """The HF_ENDPOINT clients use: the RTT proxy when one is on, else the server."""
+        return self.proxy.url if self.proxy else self.server.url
+
+    def set_faults(self, **fields) -> Faults:
+        faults = Faults(**fields)
+        self.server.set_faults(faults)
+        return faults
+
+    def add_rtt(self, rtt_s: float, handshake_rtts: int = 2) -> RttProxy:
+        """Put a TCP proxy adding `rtt_s` per exchange (and handshake_rtts per connection) in front."""
+        if self.proxy is not None:
+            self.proxy.stop()
+        self.proxy = RttProxy(("127.0.0.1", self.server.port), rtt_s, handshake_rtts).start()
+        return self.proxy
+
+    def new_log(self, name: str) -> None:
+        """Start a fresh request log (workdir/<name>.jsonl), e.g. between a cold and a warm run."""
+        self.server.new_log(self.workdir / f"{name}.jsonl")
+
+    def requests(self) -> list[dict]:
+        """The request log so far (after in-flight answers are logged)."""
+        self.server.wait_idle()
+        return self.server.log.records()
+
+    def new_home(self) -> Path:
+        """A fresh, empty HF_HOME: a cold cache."""
+        self._homes += 1
+        home = self.workdir / f"hf_home_{self._homes}"
+        home.mkdir()
+        return home
+
+    def env(self, home: Path) -> dict[str, str]:
+        """Environment for a client subprocess (for conftest's run_fwe(env=...) or subprocess.run)."""
+        return client_env(self.url, home, self.violations_file)
+
+    def violations(self) -> list[dict]:
+        """Connections the sealed clients tried beyond 127.0.0.1 (each was refused)."""
+        if not self.violations_file.exists():
+            return []
+        return [orjson.loads(line) for line in self.violations_file.read_bytes().splitlines() if line.strip()]
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+        self.server.set_faults(Faults())
+
+
+@pytest.fixture(scope="session")
+def hubsim_root(tmp_path_factory) -> Path:
+    """Hub-like repos (fineweb-edu sample-10BT, ~4 MB, + gpt2 tokenizer.json), built once per session."""
+    root = tmp_path_factory.mktemp("hubsim_root")
+    build_repos(root, TEST_SPEC)
+    return root
+
+
+@pytest.fixture(scope="session")
+def hubsim_server(hubsim_root):
+    """The test Hub server on an ephemeral 127.0.0.1 port for the whole session."""
+    server = HubServer(hubsim_root).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hub(hubsim_server, tmp_path):
+    """A fault-free run on the session server with its own request log; reset afterwards."""
+    run = HubRun(hubsim_server, tmp_path / "hub")
+    yield run
+    run.close()

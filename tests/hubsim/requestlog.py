@@ -1,0 +1,74 @@
+"""The test Hub server's request log: one JSON object per answered (or cut, or stalled) request.
+
+Kept in memory for tests and, when a path is given, appended to a JSON-lines file as it happens:
+
+    {"seq": 3, "t": 0.412, "conn": 2, "method": "GET", "path": "/api/datasets/HuggingFaceFW/fineweb-edu/...",
+     "endpoint": "GET /api/datasets/{repo}/revision/{sha}", "range": null, "status": 200, "bytes": 724,
+     "fault": null, "ua": "datasets/5.2.0; hf_hub/2.4.0; python/3.11.7; ...", "ms": 0.9}
+
+`endpoint` is the path (and query) with repo ids, commit shas and shard numbers replaced by {repo}, {sha}
+and {shard}, so a sequence of endpoints can be compared across builds and runs. `conn` numbers the TCP
+connections the server accepted; `fault` is null, "fail", "drop" or "stall" (a stalled request is logged
+on arrival, without status or ms); `ms` is the time spent answering, injected delay included.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+_SHA = re.compile(r"\b[0-9a-f]{40}\b")
+_SHARD = re.compile(r"\b\d{3}_\d{5}\.parquet\b")
+
+
+def endpoint_template(method: str, path: str, repo_ids: list[str]) -> str:
+    """'GET /datasets/HuggingFaceFW/fineweb-edu/resolve/<sha>/x' -> 'GET /datasets/{repo}/resolve/{sha}/x'."""
+    for repo_id in sorted(repo_ids, key=len, reverse=True):
+        path = path.replace(f"/{repo_id}/", "/{repo}/").replace(f"/{repo_id}?", "/{repo}?")
+        if path.endswith(f"/{repo_id}"):
+            path = path[: -len(repo_id)] + "{repo}"
+    path = _SHARD.sub("{shard}.parquet", _SHA.sub("{sha}", path))
+    return f"{method} {path}"
+
+
+class RequestLog:
+    """Thread-safe list of request records, mirrored to a JSON-lines file when `path` is set and passed
+    to `on_record` (e.g. to print them) as they are added."""
+
+    def __init__(self, path: str | Path | None = None, on_record: Callable[[dict], None] | None = None):
+        self.path = Path(path) if path else None
+        self.on_record = on_record
+        self.started = time.monotonic()
+        self._records: list[dict] = []
+        self._lock = threading.Lock()
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(b"")
+
+    def add(self, record: dict) -> None:
+        with self._lock:
+            record = {"seq": len(self._records) + 1, "t": round(time.monotonic() - self.started, 4), **record}
+            self._records.append(record)
+            if self.path:
+                with self.path.open("ab") as handle:
+                    handle.write(orjson.dumps(record) + b"\n")
+        if self.on_record is not None:
+            self.on_record(record)
+
+    def records(self) -> list[dict]:
+        with self._lock:
+            return list(self._records)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+
+def read_log(path: str | Path) -> list[dict]:
+    """Records of a JSON-lines request log written by the server."""
+    return [orjson.loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
