@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError, TokenizerError
+from fwe_cli.errors import DiskSpaceError, OutputError
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran but its checks or targets failed
 EXIT_USAGE = 2  # bad flag, variable or config value (typer's own usage errors use 2 as well)
 EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
+EXIT_DISK_SPACE = 5  # not enough free disk space (preflight) or the disk filled up while writing
+EXIT_OUTPUT = 6  # the output exists with different arguments, is damaged, or cannot be written
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM after saving a resume point
 
 EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
     f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error."
 )
+BOOTSTRAP_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} ok (complete); {EXIT_FAILED} verification failed; {EXIT_USAGE} bad usage; "
+    f"{EXIT_LOADER} source error; {EXIT_DISK_SPACE} not enough disk space (resumable); "
+    f"{EXIT_OUTPUT} output conflict or damaged (see --force); {EXIT_INTERRUPTED} interrupted (resumable)."
+)
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, EXIT_USAGE),
     (LoaderTimeout, EXIT_TIMEOUT),
+    (DiskSpaceError, EXIT_DISK_SPACE),
+    (OutputError, EXIT_OUTPUT),
     (LoaderError, EXIT_LOADER),
     (SourceError, EXIT_LOADER),
     (TokenizerError, EXIT_LOADER),
