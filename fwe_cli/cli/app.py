@@ -3,7 +3,7 @@
 import typer
 
 from fwe_cli import __version__
-from fwe_cli.cli import smoke_cmd
+from fwe_cli.cli import bootstrap_cmd, smoke_cmd
 
 app = typer.Typer(
     name="fwe",
@@ -29,6 +29,7 @@ def root(
 
 
 app.command("smoke", help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
+app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
 
 
 def main() -> None:
