@@ -82,6 +82,8 @@ class _Run:
         self.faults = faults
         self.background = background
         self.file_bytes = float("inf") if self.layout.single else config.file_bytes
+        self.replayed = 0  # records found intact on disk after the last checkpoint (resume)
+        self.discarded = 0  # bytes cut off after them (a torn record)
 
     def checkpoint(self, writer: PartWriter | None, part: int, stream: RecordStream, wait: bool = True) -> None:
         """Record the resume point after the last record added (the part's bytes fsynced first).
@@ -112,7 +114,13 @@ class _Run:
         return PartWriter(self.layout.partial_path(part), self.layout.part_path(part), valid_bytes, valid_lines,
                           resume=resume, faults=self.faults, background=self.background)
 
+    def _tally(self, writer: PartWriter) -> None:
+        """Add a part writer's resume statistics to this run's."""
+        self.replayed += writer.replayed_lines
+        self.discarded += writer.discarded_bytes
+
     def finish_part(self, writer: PartWriter, part: int, stream: RecordStream) -> None:
+        self._tally(writer)
         entry = writer.finish(before_rename=lambda: self.faults.reached("part-fsynced"),
                               after_rename=lambda: self.faults.reached("part-renamed"))
         self.manifest["files"].append(entry)
@@ -140,7 +148,7 @@ class _Run:
             self.manifest, self.total_bytes, self.documents = manifest, manifest["totals"]["bytes"], \
                 manifest["totals"]["documents"]
             self.start_bytes = self.total_bytes
-            return self.result("already_complete", 0, None)
+            return self.result("already_complete")
         resume = manifest["resume"] if manifest else None
         done = resume["bytes"] if resume else 0
         preflight_disk(layout.directory, config.target_bytes - done)
@@ -173,7 +181,7 @@ class _Run:
                                   f"{resume['part_bytes']} bytes of it; pass --force to start over")
         encode_fn, target, file_bytes = encoder(config.fields), config.target_bytes, self.file_bytes
         next_checkpoint = self.total_bytes + config.checkpoint_bytes
-        outcome, replayed, discarded = "source exhausted", 0, 0
+        outcome = "source exhausted"
         self.progress(force=True)
         try:
             for count, (record, raw) in enumerate(stream, start=1):
@@ -186,7 +194,6 @@ class _Run:
                 if self.faults.active:
                     self.faults.reached("record")
                 if writer.size >= file_bytes or self.total_bytes >= target:
-                    replayed, discarded = replayed + writer.replayed_lines, discarded + writer.discarded_bytes
                     self.finish_part(writer, part, stream)
                     writer, part = None, part + 1
                     next_checkpoint = self.total_bytes + config.checkpoint_bytes
@@ -203,7 +210,6 @@ class _Run:
                         break
                     self.progress()
             if outcome == "source exhausted" and writer is not None:
-                replayed, discarded = replayed + writer.replayed_lines, discarded + writer.discarded_bytes
                 self.finish_part(writer, part, stream)
                 writer = None
         except OSError as exc:
@@ -216,22 +222,22 @@ class _Run:
             raise OutputError(f"cannot write {layout.directory}: {exc}") from exc
         finally:
             if writer is not None:
-                replayed, discarded = replayed + writer.replayed_lines, discarded + writer.discarded_bytes
+                self._tally(writer)
                 writer.close()
         if outcome != "interrupted":
             if self.documents == 0:
                 raise SourceError(f"the source produced no documents ({stream.bad.count} bad records); "
                                   "nothing was staged")
-            self.manifest.update(complete=True, finished=_now(), resume=None, source_exhausted=outcome != "target reached",
-                                 bad_records=stream.bad.to_dict())
+            self.manifest.update(complete=True, finished=_now(), resume=None, bad_records=stream.bad.to_dict(),
+                                 source_exhausted=outcome != "target reached")
             self.manifest["totals"] = listed_totals(self.manifest)
-        self.manifest["runs"][-1].update(finished=_now(), outcome=outcome, replayed_records=replayed,
-                                         discarded_bytes=discarded)
+        self.manifest["runs"][-1].update(finished=_now(), outcome=outcome, replayed_records=self.replayed,
+                                         discarded_bytes=self.discarded)
         self._write_manifest()
         self.progress(force=True)
-        return self.result(outcome, replayed, discarded)
+        return self.result(outcome)
 
-    def result(self, outcome: str, replayed: int, discarded: int) -> dict:
+    def result(self, outcome: str) -> dict:
         seconds = time.perf_counter() - self.t0
         written = self.total_bytes - self.start_bytes
         manifest = self.manifest
@@ -249,8 +255,8 @@ class _Run:
             "seconds": round(seconds, 3),
             "mb_per_s": round(written / MB / seconds, 2) if seconds > 0 else 0.0,
             "resumed_from_bytes": self.start_bytes,
-            "replayed_records": replayed,
-            "discarded_bytes": discarded,
+            "replayed_records": self.replayed,
+            "discarded_bytes": self.discarded,
             "bad_records": manifest.get("bad_records"),
             "source_exhausted": manifest.get("source_exhausted"),
             "fwe_version": fwe_cli.__version__,

@@ -45,10 +45,6 @@ PANEL = "Source"
 PLAIN_EVERY_S = 5.0
 
 
-def _src(*names: str, help: str, **kw):
-    return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False, **kw)
-
-
 class _Reporter:
     """Progress on stderr: a rich bar on a terminal, a plain line every few seconds otherwise."""
 
@@ -117,7 +113,7 @@ def _summary(result: dict, artifact: str) -> None:
     table.add_row("result", f"{state} — {result['outcome']}")
     table.add_row("output", result["output"])
     table.add_row("staged", f"{result['bytes'] / 1e9:.3f} GB of {result['target_bytes'] / 1e9:.3f} GB target, "
-                            f"{result['documents']:,} docs in {result['files']} parts")
+                            f"{result['documents']:,} docs in {result['files']} part file(s)")
     table.add_row("this run", f"{result['bytes_this_run'] / 1e9:.3f} GB in {result['seconds']:.2f} s "
                               f"({result['mb_per_s']:.1f} MB/s)")
     if result["resumed_from_bytes"]:
@@ -152,24 +148,52 @@ def _verify(out: str, json_out: bool) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
+def _opt(kind, *names: str, help: str, panel: str | None = None):
+    """An optional flag (None = not given, so the library default applies)."""
+    return Annotated[Optional[kind], typer.Option(*names, help=help, rich_help_panel=panel, show_default=False)]
+
+
+Gb = _opt(float, "--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work (0.002).")
+Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file.")
+Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Default hub; --local-path implies local.")
+LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
+Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
+Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
+Split = _opt(str, "--split", panel=PANEL, help="Hub split. Default train.")
+Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+ShardMod = _opt(int, "--shard-mod", panel=PANEL, help="Split the stream in N shards (nodes): doc i goes to shard i % N.")
+ShardRem = _opt(int, "--shard-rem", panel=PANEL, help="This node's shard, 0 <= rem < mod. --gb is per node.")
+BadRecordPolicy = _opt(str, "--bad-records", panel=PANEL,
+                       help="Malformed source record: skip (counted in the manifest) | error. Default skip.")
+Fields = _opt(str, "--fields", help="text: {text, id} per line | all: every field (local JSONL lines copied as is). "
+                                    "Default text.")
+FileMb = _opt(float, "--file-mb", help=f"Roll to a new part file every N MB. Default {DEFAULT_FILE_MB}.")
+CheckpointMb = _opt(float, "--checkpoint-mb", help="fsync + save a resume point every N MB; kill -9 redoes at most "
+                                                   f"this. Default {DEFAULT_CHECKPOINT_MB}.")
+Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others), "
+                                                     "even if its arguments differ.")]
+Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every listed file against the "
+                                                       "manifest.")]
+
+
 @fwe_command(with_loader_options=False)
 def bootstrap(
-    gb: Annotated[Optional[float], typer.Option("--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work (0.002).", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option("--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file.", show_default=False)] = None,
-    source: Annotated[Optional[str], _src("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")] = None,
-    local_path: Annotated[Optional[str], _src("--local-path", help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")] = None,
-    dataset: Annotated[Optional[str], _src("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")] = None,
-    name: Annotated[Optional[str], _src("--name", help="Hub dataset config. Default sample-10BT.")] = None,
-    split: Annotated[Optional[str], _src("--split", help="Hub split. Default train.")] = None,
-    seed: Annotated[Optional[int], _src("--seed", help="Synthetic source seed. Default 0.")] = None,
-    shard_mod: Annotated[Optional[int], _src("--shard-mod", help="Split the stream in this many shards (nodes): doc i goes to shard i % mod.")] = None,
-    shard_rem: Annotated[Optional[int], _src("--shard-rem", help="This node's shard, 0 <= rem < mod. --gb is per node.")] = None,
-    bad_records: Annotated[Optional[str], _src("--bad-records", help="Malformed source record: skip (counted in the manifest) | error. Default skip.")] = None,
-    fields: Annotated[Optional[str], typer.Option("--fields", help="text: {text, id} per line | all: every field (local JSONL lines copied as is). Default text.", show_default=False)] = None,
-    file_mb: Annotated[Optional[float], typer.Option("--file-mb", help=f"Roll to a new part file every N MB. Default {DEFAULT_FILE_MB}.", show_default=False)] = None,
-    checkpoint_mb: Annotated[Optional[float], typer.Option("--checkpoint-mb", help=f"fsync + save a resume point every N MB; kill -9 redoes at most this. Default {DEFAULT_CHECKPOINT_MB}.", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others) even if arguments differ.")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every listed file against the manifest.")] = False,
+    gb: Gb = None,
+    out: Out = None,
+    source: Source = None,
+    local_path: LocalPath = None,
+    dataset: Dataset = None,
+    name: Name = None,
+    split: Split = None,
+    seed: Seed = None,
+    shard_mod: ShardMod = None,
+    shard_rem: ShardRem = None,
+    bad_records: BadRecordPolicy = None,
+    fields: Fields = None,
+    file_mb: FileMb = None,
+    checkpoint_mb: CheckpointMb = None,
+    force: Force = False,
+    verify: Verify = False,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
@@ -193,6 +217,11 @@ def bootstrap(
         write_json(artifact, dict(_context(config), ok=False, output=config.out,
                                   error={"type": type(exc).__name__, "message": str(exc)}))
         raise
+    except KeyboardInterrupt:  # the second Ctrl-C: no new resume point, the last checkpoint stands
+        write_json(artifact, dict(_context(config), ok=False, output=config.out,
+                                  error={"type": "KeyboardInterrupt", "message": "aborted by a second Ctrl-C"}))
+        console.print("[yellow]aborted:[/] re-run the same command to resume from the last checkpoint")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     result["artifact"] = artifact
     write_json(artifact, dict(_context(config), **result))
     _summary(result, artifact)

@@ -117,7 +117,7 @@ def scan_jsonl(
         for line in handle:
             lineno += 1
             offset += len(line)
-            if line.isspace():  # not strip(): that copies every line, ~10 % of a local bootstrap's time
+            if line.isspace():  # not strip(), which copies every line (~5 % of a local bootstrap in a profile)
                 continue
             try:
                 record = orjson.loads(line)
