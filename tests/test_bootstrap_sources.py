@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fwe_cli.bootstrap import bootstrap_config, run_bootstrap
 from fwe_cli.config import Shard, resolve_config
 from fwe_cli.part_writer import PartWriter
 from fwe_cli.sources import DocumentStream
@@ -213,3 +214,32 @@ def test_bad_records_carry_over_a_resume():
     bad = BadRecords(**BadRecords(count=2, examples=["a:1: x", "a:2: y"]).to_dict())
     bad.add("a:9", "z")
     assert bad.to_dict() == {"count": 3, "examples": ["a:1: x", "a:2: y", "a:9: z"]}
+
+
+def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, monkeypatch):
+    """A Hub bootstrap (in-memory dataset standing in for the network) records the revision sha in the manifest,
+    opens the stream at that revision again when resumed after an interruption, and ends identical to an
+    uninterrupted run."""
+    from datasets import Dataset
+
+    rows = {"text": [f"hub document {i} " * (i % 13 + 1) for i in range(3000)], "id": [f"h{i}" for i in range(3000)]}
+    opened = []
+
+    def fake_open(dataset, name, split, revision=None, all_columns=False):
+        opened.append(revision)
+        return Dataset.from_dict(rows).to_iterable_dataset(num_shards=4)
+
+    monkeypatch.setattr("fwe_cli.sources.hub.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.sources.hub.hub_revision", lambda dataset: "0123abcd" * 5)
+    flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory")
+    whole = core_run(tmp_path / "whole", **flags)
+    assert whole["complete"] and whole["files"] >= 3 and manifest_of(tmp_path / "whole")["revision"] == "0123abcd" * 5
+    calls = iter(range(10**6))
+    stopped = run_bootstrap(bootstrap_config(out=str(tmp_path / "resumed"), **flags),
+                            should_stop=lambda: next(calls) >= 5)
+    assert stopped["outcome"] == "interrupted" and 0 < stopped["bytes"] < whole["bytes"]
+    assert manifest_of(tmp_path / "resumed")["resume"]["position"]["state"] is not None
+    done = core_run(tmp_path / "resumed", **flags)
+    assert done["complete"] and done["resumed_from_bytes"] == stopped["bytes"]
+    assert opened[-1] == "0123abcd" * 5 and len(opened) == 3
+    assert manifest_of(tmp_path / "resumed")["files"] == manifest_of(tmp_path / "whole")["files"]
