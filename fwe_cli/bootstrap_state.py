@@ -70,6 +70,9 @@ def _remove(path: str) -> None:
 
 def prepare_output(config: "BootstrapConfig", layout: Layout) -> dict | None:
     """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm."""
+    if layout.single and os.path.isdir(layout.out):
+        raise OutputError(f"--out {layout.out} is a directory; a single-file bootstrap needs a file path "
+                          "(or drop the .jsonl ending to write parts into a directory)")
     _remove(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
     if config.force:
         for path, _index in layout.own_files():
