@@ -76,6 +76,8 @@ class PartWriter:
             remaining = size
             while remaining:
                 block = handle.read(min(CHUNK_BYTES, remaining))
+                if not block:
+                    raise OutputError(f"{self.partial_path} shrank while being resumed; pass --force to start over")
                 self._hash.update(block)
                 remaining -= len(block)
 
