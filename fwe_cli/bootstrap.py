@@ -161,6 +161,8 @@ class _Run:
             check_source_files(manifest, stream)
         self.manifest = manifest
         manifest["runs"].append({"started": _now(), "resumed_from_bytes": done})
+        if stream.revision_pinned is not None:
+            manifest["runs"][-1]["revision_pinned"] = stream.revision_pinned
         self.total_bytes = self.start_bytes = done
         self.documents = resume["documents"] if resume else 0
         part = resume["part"] if resume else 0

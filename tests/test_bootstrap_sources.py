@@ -243,3 +243,24 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
     assert done["complete"] and done["resumed_from_bytes"] == stopped["bytes"]
     assert opened[-1] == "0123abcd" * 5 and len(opened) == 3
     assert manifest_of(tmp_path / "resumed")["files"] == manifest_of(tmp_path / "whole")["files"]
+    assert [run["revision_pinned"] for run in manifest_of(tmp_path / "resumed")["runs"]] == [True, True]
+
+
+def test_hub_endpoint_that_cannot_serve_the_sha_falls_back_to_its_default_branch(tmp_path, monkeypatch):
+    """If the endpoint names a revision sha but cannot open the dataset at it, the stream is read from the
+    default branch and the run says revision_pinned=false instead of failing."""
+    from datasets import Dataset
+
+    from fwe_cli.errors import SourceError
+
+    def fake_open(dataset, name, split, revision=None, all_columns=False):
+        if revision is not None:
+            raise SourceError("no such revision")
+        return Dataset.from_dict({"text": ["a", "b", "c"]}).to_iterable_dataset()
+
+    monkeypatch.setattr("fwe_cli.sources.hub.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.sources.hub.hub_revision", lambda dataset: "f" * 40)
+    result = core_run(tmp_path / "out", gb=1, dataset="test/in-memory")
+    manifest = manifest_of(tmp_path / "out")
+    assert result["documents"] == 3 and manifest["revision"] == "f" * 40
+    assert manifest["runs"][-1]["revision_pinned"] is False

@@ -74,6 +74,8 @@ class RecordStream:
         self._hub = None
         self._hub_stateful = False
         self._opened = False
+        self.revision_pinned: bool | None = None
+        """For the Hub: whether the stream was opened at spec.revision (None until opened, or not the Hub)."""
 
     def open(self) -> "RecordStream":
         """List local files or open the Hub stream (a network handshake); done by the first iteration if not before."""
@@ -159,8 +161,17 @@ class RecordStream:
         from fwe_cli.sources.hub import open_hub_stream
 
         spec = self.spec
-        stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
-                                 all_columns=spec.all_fields)
+        try:
+            stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
+                                     all_columns=spec.all_fields)
+            self.revision_pinned = spec.revision is not None
+        except SourceError:
+            if spec.revision is None:
+                raise
+            # An endpoint (a mirror, a test server) may list a sha it cannot serve files for: read its default
+            # branch instead, and say so (bootstrap records revision_pinned=false for the run).
+            stream = open_hub_stream(spec.dataset, spec.name, spec.split, all_columns=spec.all_fields)
+            self.revision_pinned = False
         fresh = self._rows == 0
         if self._hub_state is not None:
             try:
