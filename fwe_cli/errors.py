@@ -31,3 +31,12 @@ class LoaderTimeout(LoaderError):
     def __init__(self, message: str, stage: str = "unknown"):
         super().__init__(message)
         self.stage = stage
+
+
+class OutputError(FweError):
+    """An output cannot be written, or is in a state fwe will not touch without being told (e.g. a bootstrap
+    made with different arguments, or one whose listed files are damaged)."""
+
+
+class DiskSpaceError(OutputError):
+    """Not enough free disk space: found before starting (preflight) or hit while writing (ENOSPC)."""

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError, TokenizerError
+from fwe_cli.errors import (
+    ConfigError,
+    DiskSpaceError,
+    FweError,
+    LoaderError,
+    LoaderTimeout,
+    OutputError,
+    SourceError,
+    TokenizerError,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran but its checks or targets failed
@@ -11,6 +20,9 @@ EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
 EXIT_KPI = 5  # measured, but a target was missed and --fail-on-kpi was given
 EXIT_PARTIAL = 6  # fwe tune: the budget ran out before every trial ran; the result covers only what was measured
+EXIT_DISK_SPACE = 7  # not enough free disk space (preflight) or the disk filled up while writing
+EXIT_OUTPUT = 8  # the output exists with different arguments, is damaged, or cannot be written
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM after saving a resume point
 
 EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
@@ -25,10 +37,17 @@ TUNE_EXIT_CODES_HELP = (
     f"{EXIT_LOADER} a trial failed (the others are still ranked) or none succeeded; {EXIT_PARTIAL} partial: "
     "--budget-s ran out before every trial ran (fwe.env is written from what was measured and marked partial)."
 )
+BOOTSTRAP_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} ok (complete); {EXIT_FAILED} verification failed; {EXIT_USAGE} bad usage; "
+    f"{EXIT_LOADER} source error; {EXIT_DISK_SPACE} not enough disk space (resumable); "
+    f"{EXIT_OUTPUT} output conflict or damaged (see --force); {EXIT_INTERRUPTED} interrupted (resumable)."
+)
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, EXIT_USAGE),
     (LoaderTimeout, EXIT_TIMEOUT),
+    (DiskSpaceError, EXIT_DISK_SPACE),
+    (OutputError, EXIT_OUTPUT),
     (LoaderError, EXIT_LOADER),
     (SourceError, EXIT_LOADER),
     (TokenizerError, EXIT_LOADER),

@@ -7,7 +7,11 @@ Formats, by extension:
 
 A path may be a file, a directory (all supported files below it, sorted by relative path), a glob, or a
 bootstrap directory (has `manifest.json`; its parts are read in manifest order, and an incomplete
-manifest is refused unless `allow_partial`).
+manifest is refused unless `allow_partial`). A single-file bootstrap `X.jsonl` appears under its name
+only when complete; while it is being written, `X.jsonl.manifest.json` says so.
+
+The `scan_*` functions are the readers themselves: they start at a saved position and report where
+each record ends, so `fwe bootstrap` can resume; the `iter_*` functions wrap them as Documents.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fwe_cli.errors import SourceError
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + (".txt", ".parquet")
 MANIFEST_NAME = "manifest.json"
+SIDECAR_MANIFEST_SUFFIX = ".manifest.json"  # single-file bootstrap: X.jsonl + X.jsonl.manifest.json
 MAX_REPORTED_BAD = 20
 
 
@@ -47,7 +52,7 @@ class BadRecords:
 
 
 def _supported(path: str) -> bool:
-    return path.endswith(SUPPORTED_SUFFIXES)
+    return path.endswith(SUPPORTED_SUFFIXES) and not path.endswith(SIDECAR_MANIFEST_SUFFIX)
 
 
 def read_manifest(directory: str) -> dict:
@@ -85,6 +90,12 @@ def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
     else:
         files = sorted(f for f in glob.glob(path, recursive=True) if not os.path.isdir(f) and _supported(f))
         if not files and not glob.has_magic(path):
+            if os.path.isfile(path + SIDECAR_MANIFEST_SUFFIX):
+                raise SourceError(
+                    f"bootstrap to {path} is incomplete ({path + SIDECAR_MANIFEST_SUFFIX} says complete=false; a "
+                    "single-file bootstrap appears under its name only when done): finish it by re-running "
+                    "`fwe bootstrap` with the same arguments"
+                )
             raise SourceError(f"{path}: no such file or directory")
     if not files:
         raise SourceError(f"{path}: no {'/'.join(SUPPORTED_SUFFIXES)} files found")
@@ -95,10 +106,18 @@ def _open_binary(path: str) -> BinaryIO:
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
 
 
-def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+def scan_jsonl(
+    path: str, bad: BadRecords, strict: bool, start: int = 0, lineno: int = 0
+) -> Iterator[tuple[dict, str, int, int, bytes]]:
+    """(record, text, lineno, end_offset, line) for each good record, from byte `start` (just after line `lineno`)."""
     with _open_binary(path) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
+        if start:
+            handle.seek(start)
+        offset = start
+        for line in handle:
+            lineno += 1
+            offset += len(line)
+            if line.isspace():  # not strip(), which copies every line (~5 % of a local bootstrap in a profile)
                 continue
             try:
                 record = orjson.loads(line)
@@ -107,8 +126,7 @@ def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
             else:
                 text = record.get("text") if isinstance(record, dict) else None
                 if isinstance(text, str):
-                    rid = record.get("id")
-                    yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{lineno}")
+                    yield record, text, lineno, offset, line
                     continue
                 reason = "not a JSON object" if not isinstance(record, dict) else (
                     "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
@@ -118,15 +136,40 @@ def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
             bad.add(f"{path}:{lineno}", reason)
 
 
-def iter_txt(path: str) -> Iterator[Document]:
-    with open(path, "r", encoding="utf-8", errors="replace", buffering=1 << 20) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            text = line.rstrip("\r\n")
+def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+    # The loader's path. Wrapping scan_jsonl cost nothing measurable: 312 MB of JSONL in 0.285 s vs 0.289 s
+    # for the former single loop (median of 5, dev VM).
+    for record, text, lineno, _end, _line in scan_jsonl(path, bad, strict):
+        rid = record.get("id")
+        yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{lineno}")
+
+
+def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, int, int]]:
+    """(text, lineno, end_offset) for each non-blank line, from byte `start` (just after line `lineno`)."""
+    with open(path, "rb", buffering=1 << 20) as handle:
+        if start:
+            handle.seek(start)
+        offset = start
+        for line in handle:
+            lineno += 1
+            offset += len(line)
+            text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
             if text.strip():
-                yield Document(text=text, id=f"{path}:{lineno}")
+                yield text, lineno, offset
 
 
-def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+def iter_txt(path: str) -> Iterator[Document]:
+    for text, lineno, _end in scan_txt(path):
+        yield Document(text=text, id=f"{path}:{lineno}")
+
+
+def scan_parquet(
+    path: str, bad: BadRecords, strict: bool, all_columns: bool = False, start_row: int = 0
+) -> Iterator[tuple[dict, int]]:
+    """(record, row number from 1) for each row with a string `text`, after the first `start_row` rows.
+
+    Reads only `text` and `id` unless `all_columns`; whole row groups before `start_row` are not read.
+    """
     import pyarrow.parquet as pq
 
     try:
@@ -136,19 +179,33 @@ def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]
     names = parquet.schema_arrow.names
     if "text" not in names:
         raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
-    columns = ["text", "id"] if "id" in names else ["text"]
-    row = 0
-    for batch in parquet.iter_batches(batch_size=1000, columns=columns):
-        texts = batch.column(0).to_pylist()
-        ids = batch.column(1).to_pylist() if len(columns) == 2 else [None] * len(texts)
-        for text, rid in zip(texts, ids):
+    columns = None if all_columns else [c for c in ("text", "id") if c in names]
+    first, row = 0, 0
+    while first < parquet.num_row_groups and row + parquet.metadata.row_group(first).num_rows <= start_row:
+        row += parquet.metadata.row_group(first).num_rows
+        first += 1
+    groups = list(range(first, parquet.num_row_groups))
+    if not groups:
+        return
+    for batch in parquet.iter_batches(batch_size=1000, columns=columns, row_groups=groups):
+        for record in batch.to_pylist():
             row += 1
+            if row <= start_row:
+                continue
+            text = record.get("text")
             if isinstance(text, str):
-                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:row{row}")
-            elif strict:
-                raise SourceError(f"{path}:row{row}: 'text' is null (use --bad-records skip to count and skip it)")
-            else:
-                bad.add(f"{path}:row{row}", "'text' is null")
+                yield record, row
+                continue
+            reason = "'text' is null" if text is None else f"'text' is {type(text).__name__}, not a string"
+            if strict:
+                raise SourceError(f"{path}:row{row}: {reason} (use --bad-records skip to count and skip it)")
+            bad.add(f"{path}:row{row}", reason)
+
+
+def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+    for record, row in scan_parquet(path, bad, strict):
+        rid = record.get("id")
+        yield Document(text=record["text"], id=rid if isinstance(rid, str) else f"{path}:row{row}")
 
 
 def iter_local(files: list[str], bad: BadRecords, strict: bool) -> Iterator[Document]:

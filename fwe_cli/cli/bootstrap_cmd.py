@@ -1,0 +1,232 @@
+"""`fwe bootstrap`: stage N GB of FineWeb-Edu as local JSONL parts + manifest; resumable and verifiable."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from fwe_cli import __version__
+from fwe_cli.artifacts import artifact_path, write_json
+from fwe_cli.bootstrap import bootstrap_config, run_bootstrap
+from fwe_cli.bootstrap_config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB
+from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.output import console, print_json
+from fwe_cli.errors import FweError
+from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.manifest import Layout, verify_bootstrap
+
+HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
+
+Safe to interrupt: parts are written under temporary names, fsynced and renamed. After Ctrl-C, kill -9 or a full disk, re-running the same command continues where it stopped and ends byte-identical to an uninterrupted run. Other arguments against an existing output are refused (--force starts over).
+
+Train from it with --local-path OUT (an incomplete bootstrap is refused unless --allow-partial). Writes artifacts/bootstrap/<UTC timestamp>.json; --json prints the result on stdout.
+
+Examples:
+
+  fwe bootstrap --gb 5 --out /data/fwe_bootstrap
+
+  fwe bootstrap --gb 5 --out /data/fwe_bootstrap.jsonl    (one file, manifest beside it)
+
+  fwe bootstrap --gb 5 --out /data/fwe --shard-mod 4 --shard-rem $NODE_RANK
+
+  fwe bootstrap --verify --out /data/fwe_bootstrap    (re-hash every part against the manifest)
+"""
+EPILOG = BOOTSTRAP_EXIT_CODES_HELP
+PANEL = "Source"
+PLAIN_EVERY_S = 5.0
+
+
+class _Reporter:
+    """Progress on stderr: a rich bar on a terminal, a plain line every few seconds otherwise."""
+
+    def __init__(self, live: bool):
+        self.live = live
+        self.progress = None
+        self.task = None
+        self.last_line = 0.0
+
+    def __enter__(self) -> "_Reporter":
+        if self.live:
+            self.progress = Progress(
+                TextColumn("bootstrap"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                TextColumn("{task.fields[docs]:,} docs"), TimeRemainingColumn(), console=console, transient=False)
+            self.progress.start()
+        return self
+
+    def __call__(self, info: dict) -> None:
+        if self.progress is not None:
+            if self.task is None:
+                self.task = self.progress.add_task("bootstrap", total=info["target_bytes"], docs=0)
+            self.progress.update(self.task, completed=info["bytes"], docs=info["documents"])
+            return
+        now = time.monotonic()
+        final = info["bytes"] >= info["target_bytes"]
+        if now - self.last_line < PLAIN_EVERY_S and not final and self.last_line:
+            return
+        self.last_line = now
+        eta = "—" if info["eta_s"] is None else f"{info['eta_s']:.0f} s"
+        console.print(f"bootstrap: {info['bytes'] / 1e9:.3f}/{info['target_bytes'] / 1e9:.3f} GB "
+                      f"({100 * min(1.0, info['bytes'] / info['target_bytes']):.1f}%), {info['documents']:,} docs, "
+                      f"{info['files']} parts, {info['mb_per_s']:.1f} MB/s, ETA {eta}", soft_wrap=True)
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+class _StopOnSignal:
+    """First Ctrl-C / SIGTERM: stop at the next record and save a resume point. Second Ctrl-C: abort at once."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self._saved: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.stop.set()
+        console.print("[yellow]stopping: saving a resume point (Ctrl-C again to abort at once)[/]")
+
+    def __enter__(self) -> "_StopOnSignal":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+
+def _summary(result: dict, artifact: str) -> None:
+    table = Table(title="fwe bootstrap", title_justify="left", show_header=False)
+    state = {"interrupted": "[bold yellow]INTERRUPTED (resumable)[/]"}.get(result["outcome"], "[bold green]COMPLETE[/]")
+    table.add_row("result", f"{state} — {result['outcome']}")
+    table.add_row("output", result["output"])
+    table.add_row("staged", f"{result['bytes'] / 1e9:.3f} GB of {result['target_bytes'] / 1e9:.3f} GB target, "
+                            f"{result['documents']:,} docs in {result['files']} part file(s)")
+    table.add_row("this run", f"{result['bytes_this_run'] / 1e9:.3f} GB in {result['seconds']:.2f} s "
+                              f"({result['mb_per_s']:.1f} MB/s)")
+    if result["resumed_from_bytes"]:
+        table.add_row("resumed", f"from {result['resumed_from_bytes'] / 1e9:.3f} GB; {result['replayed_records']} "
+                                 f"records confirmed on disk, {result['discarded_bytes']} torn bytes rewritten")
+    bad = result.get("bad_records") or {}
+    if bad.get("count"):
+        table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest), first: {bad['examples'][0]}")
+    if result.get("source_exhausted"):
+        table.add_row("[yellow]note[/]", "the source ended before the target size")
+    table.add_row("manifest", result["manifest_path"])
+    table.add_row("artifact", artifact)
+    console.print(table)
+
+
+def _context(config) -> dict:
+    """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
+    return {"command": "bootstrap", "argv": sys.argv[1:], "fwe_version": __version__,
+            "host": host_facts(Layout.for_out(config.out).directory), "versions": package_versions()}
+
+
+def _verify(out: str, json_out: bool) -> None:
+    report = verify_bootstrap(out)
+    for problem in report["problems"]:
+        console.print(f"[red]bad:[/] {problem['name']}: {problem['problem']}")
+    status = "[green]OK[/]" if report["ok"] else "[red]FAILED[/]"
+    console.print(f"verify {status}: {report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB, "
+                  f"complete={report['complete']}, manifest {report['manifest_path']}")
+    if json_out:
+        print_json(report)
+    if not report["ok"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _opt(kind, *names: str, help: str, panel: str | None = None):
+    """An optional flag (None = not given, so the library default applies)."""
+    return Annotated[Optional[kind], typer.Option(*names, help=help, rich_help_panel=panel, show_default=False)]
+
+
+Gb = _opt(float, "--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work (0.002).")
+Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file.")
+Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Default hub; --local-path implies local.")
+LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
+Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
+Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
+Split = _opt(str, "--split", panel=PANEL, help="Hub split. Default train.")
+Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+ShardMod = _opt(int, "--shard-mod", panel=PANEL, help="Split the stream in N shards (nodes): doc i goes to shard i % N.")
+ShardRem = _opt(int, "--shard-rem", panel=PANEL, help="This node's shard, 0 <= rem < mod. --gb is per node.")
+BadRecordPolicy = _opt(str, "--bad-records", panel=PANEL,
+                       help="Malformed source record: skip (counted in the manifest) | error. Default skip.")
+Fields = _opt(str, "--fields", help="text: {text, id} per line | all: every field (local JSONL lines copied as is). "
+                                    "Default text.")
+FileMb = _opt(float, "--file-mb", help=f"Roll to a new part file every N MB. Default {DEFAULT_FILE_MB}.")
+CheckpointMb = _opt(float, "--checkpoint-mb", help="fsync + save a resume point every N MB; kill -9 redoes at most "
+                                                   f"this. Default {DEFAULT_CHECKPOINT_MB}.")
+Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others), "
+                                                     "even if its arguments differ.")]
+Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every listed file against the "
+                                                       "manifest.")]
+
+
+@fwe_command(with_loader_options=False)
+def bootstrap(
+    gb: Gb = None,
+    out: Out = None,
+    source: Source = None,
+    local_path: LocalPath = None,
+    dataset: Dataset = None,
+    name: Name = None,
+    split: Split = None,
+    seed: Seed = None,
+    shard_mod: ShardMod = None,
+    shard_rem: ShardRem = None,
+    bad_records: BadRecordPolicy = None,
+    fields: Fields = None,
+    file_mb: FileMb = None,
+    checkpoint_mb: CheckpointMb = None,
+    force: Force = False,
+    verify: Verify = False,
+    json_out: JsonFlag = False,
+    artifacts_dir: ArtifactsDir = Path("artifacts"),
+) -> None:
+    if not out:
+        raise typer.BadParameter("--out is required (a directory, or a path ending in .jsonl)", param_hint="--out")
+    if verify:
+        _verify(out, json_out)
+        return
+    if gb is None:
+        raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
+                                 param_hint="--gb")
+    config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
+                              local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
+                              shard_mod=shard_mod, shard_rem=shard_rem, bad_records=bad_records, fields=fields,
+                              force=force)
+    artifact = artifact_path(str(artifacts_dir), "bootstrap")
+    try:
+        with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:
+            result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+    except FweError as exc:
+        write_json(artifact, dict(_context(config), ok=False, output=config.out,
+                                  error={"type": type(exc).__name__, "message": str(exc)}))
+        raise
+    except KeyboardInterrupt:  # the second Ctrl-C: no new resume point, the last checkpoint stands
+        write_json(artifact, dict(_context(config), ok=False, output=config.out,
+                                  error={"type": "KeyboardInterrupt", "message": "aborted by a second Ctrl-C"}))
+        console.print("[yellow]aborted:[/] re-run the same command to resume from the last checkpoint")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    result["artifact"] = artifact
+    write_json(artifact, dict(_context(config), **result))
+    _summary(result, artifact)
+    if json_out:
+        print_json(result)
+    if result["outcome"] == "interrupted":
+        console.print("[yellow]interrupted:[/] resume point saved; re-run the same command to continue")
+        raise typer.Exit(EXIT_INTERRUPTED)

@@ -1,0 +1,70 @@
+"""Fault injection for the crash-safety tests of `fwe bootstrap`; inert unless its variables are set.
+
+- FWE_TEST_CRASH_AT=POINT:N  kill this process with SIGKILL the N-th time it reaches POINT. Points:
+    record        just after a record was handed to the part writer (maybe still in a buffer)
+    part-fsynced  a part is complete and fsynced under its temporary name, not yet renamed
+    part-renamed  a part was renamed to its final name; the manifest does not list it yet
+    manifest-tmp  a new manifest is written and fsynced under its temporary name, not yet renamed
+- FWE_TEST_ENOSPC_AFTER_BYTES=N  part-file writes fail with ENOSPC ("No space left on device") once N bytes
+  have been written by this process; the write that crosses N first writes what fits, as a full disk does.
+
+Run a crash by hand:  FWE_TEST_CRASH_AT=part-renamed:1 fwe bootstrap --source synthetic --gb 0.01 --file-mb 2 --out /tmp/b
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from typing import Mapping
+
+CRASH_VAR = "FWE_TEST_CRASH_AT"
+ENOSPC_VAR = "FWE_TEST_ENOSPC_AFTER_BYTES"
+POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp")
+
+
+class Faults:
+    """The faults configured for this process (none by default)."""
+
+    def __init__(self, crash_point: str | None = None, crash_count: int = 1, enospc_after: int | None = None):
+        if crash_point is not None and crash_point not in POINTS:
+            raise ValueError(f"{CRASH_VAR}: unknown point {crash_point!r} (known: {', '.join(POINTS)})")
+        self.crash_point = crash_point
+        self.crash_count = crash_count
+        self.enospc_after = enospc_after
+        self.active = crash_point is not None or enospc_after is not None
+        self._seen = 0
+        self._written = 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Faults":
+        env = os.environ if env is None else env
+        point, count = None, 1
+        if env.get(CRASH_VAR):
+            point, _, raw = env[CRASH_VAR].partition(":")
+            count = int(raw or 1)
+        enospc = int(env[ENOSPC_VAR]) if env.get(ENOSPC_VAR) else None
+        return cls(point, count, enospc)
+
+    def reached(self, point: str) -> None:
+        if point == self.crash_point:
+            self._seen += 1
+            if self._seen == self.crash_count:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def allowed_write(self, size: int) -> int:
+        """How many of `size` bytes may be written before the injected disk-full (all of them when none)."""
+        if self.enospc_after is None:
+            return size
+        room = max(0, self.enospc_after - self._written)
+        return min(size, room)
+
+    def wrote(self, size: int) -> None:
+        self._written += size
+
+    @staticmethod
+    def disk_full() -> OSError:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected by " + ENOSPC_VAR + ")")
+
+
+NO_FAULTS = Faults()

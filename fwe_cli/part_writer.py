@@ -1,0 +1,227 @@
+"""One bootstrap part written crash-safely: appended under a temporary name, hashed, fsynced, then renamed.
+
+Lines are gathered into 1 MiB chunks; a background thread (`fwe-bootstrap-writer`, bounded queue of 8 chunks)
+hashes and writes them. Both sha256 and write() release the GIL, so they overlap the JSON parsing on the
+calling thread. Measured on the 2-vCPU dev VM, 312 MB local JSONL, --fields all, medians of 6 interleaved
+runs: 805 MB/s with the thread vs 532 MB/s inline without fsync, 576 vs 421 MB/s with it. Larger chunks
+(4, 8 MiB) were no faster.
+
+Resume: `PartWriter(..., valid_bytes=V, valid_lines=L, resume=True)` trusts the first V bytes of the temporary file (they
+were fsynced at a checkpoint), re-hashes them, then *replays*: each added line is compared with the bytes on
+disk after V. While they match nothing is written; at the first difference or at the end of what is there (a
+torn last line, say) the file is truncated at that point and writing continues. So records written after the
+last checkpoint survive a crash when intact, and everything else is regenerated from the source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+from typing import Callable
+
+from fwe_cli.errors import OutputError
+from fwe_cli.faults import NO_FAULTS, Faults
+from fwe_cli.manifest import fsync_dir
+
+CHUNK_BYTES = 1 << 20
+QUEUE_CHUNKS = 8
+STALL_TIMEOUT_S = 300.0  # a write or fsync that makes no progress this long is reported, not waited on forever
+
+
+class PartWriter:
+    """Appends lines to `partial_path`; `finish()` fsyncs and renames it to `final_path`."""
+
+    def __init__(self, partial_path: str, final_path: str, valid_bytes: int = 0, valid_lines: int = 0,
+                 resume: bool = False, faults: Faults = NO_FAULTS, background: bool = True):
+        self.partial_path = partial_path
+        self.final_path = final_path
+        self.size = valid_bytes
+        """Bytes of the part so far (on disk, queued, or confirmed by replay)."""
+        self.lines = valid_lines
+        self.replayed_lines = 0
+        self.discarded_bytes = 0
+        self._faults = faults
+        self._hash = hashlib.sha256()
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._error: BaseException | None = None
+        self._replay = None
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self._background = background
+        if resume:
+            on_disk = os.path.getsize(partial_path)
+            if on_disk < valid_bytes:
+                raise OutputError(f"{partial_path} has {on_disk} bytes but the last checkpoint saved {valid_bytes}: "
+                                  "the disk lost fsynced data; pass --force to start over")
+            self._hash_prefix(valid_bytes)
+            self._fd = os.open(partial_path, os.O_RDWR)
+            if on_disk > valid_bytes:
+                self._replay = open(partial_path, "rb")
+                self._replay.seek(valid_bytes)
+        else:
+            self._fd = os.open(partial_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        if self._replay is None:
+            self._start_writing()
+
+    @property
+    def replaying(self) -> bool:
+        """Still confirming lines already on disk from before the crash."""
+        return self._replay is not None
+
+    def _hash_prefix(self, size: int) -> None:
+        with open(self.partial_path, "rb", buffering=0) as handle:
+            remaining = size
+            while remaining:
+                block = handle.read(min(CHUNK_BYTES, remaining))
+                if not block:
+                    raise OutputError(f"{self.partial_path} shrank while being resumed; pass --force to start over")
+                self._hash.update(block)
+                remaining -= len(block)
+
+    # -- adding ---------------------------------------------------------------------------------------
+    def add(self, line: bytes) -> None:
+        """Append one line (bytes ending in a newline)."""
+        if self._replay is not None:
+            if self._replay.read(len(line)) == line:
+                self._hash.update(line)
+                self.size += len(line)
+                self.lines += 1
+                self.replayed_lines += 1
+                return
+            self._end_replay()
+        self._pending.append(line)
+        self._pending_size += len(line)
+        self.size += len(line)
+        self.lines += 1
+        if self._pending_size >= CHUNK_BYTES:
+            self._submit()
+
+    def _end_replay(self) -> None:
+        self._replay.close()
+        self._replay = None
+        self.discarded_bytes = os.fstat(self._fd).st_size - self.size
+        os.ftruncate(self._fd, self.size)
+        self._start_writing()
+
+    def _start_writing(self) -> None:
+        os.lseek(self._fd, self.size, os.SEEK_SET)
+        if self._background:
+            self._thread = threading.Thread(target=self._run, name="fwe-bootstrap-writer", daemon=True)
+            self._thread.start()
+
+    def _submit(self) -> None:
+        chunk = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        if self._thread is None:
+            self._write(chunk)
+            return
+        self._put(chunk)
+
+    def _put(self, item) -> None:
+        waited = 0.0
+        while True:
+            self._raise_error()
+            try:
+                self._queue.put(item, timeout=1.0)
+                return
+            except queue.Full:
+                waited += 1.0
+                if waited >= STALL_TIMEOUT_S:
+                    raise OutputError(f"writing {self.partial_path} stalled for {STALL_TIMEOUT_S:.0f} s") from None
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _write(self, chunk: bytes) -> None:
+        self._hash.update(chunk)
+        allowed = self._faults.allowed_write(len(chunk)) if self._faults.active else len(chunk)
+        view = memoryview(chunk)[:allowed]
+        while view:
+            view = view[os.write(self._fd, view):]
+        if self._faults.active:
+            self._faults.wrote(allowed)
+            if allowed < len(chunk):
+                raise self._faults.disk_full()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif self._error is None:
+                try:
+                    if isinstance(item, bytes):
+                        self._write(item)
+                    else:  # a checkpoint: make what came before durable, then record it
+                        os.fsync(self._fd)
+                        item()
+                except BaseException as exc:  # handed to the adding thread, which raises it
+                    self._error = exc
+
+    # -- durability -------------------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Everything added so far is written and fsynced (replay that has not diverged ends here)."""
+        if self._replay is not None:
+            self._end_replay()
+        if self._pending:
+            self._submit()
+        if self._thread is not None:
+            drained = threading.Event()
+            self._put(drained)
+            if not drained.wait(STALL_TIMEOUT_S):
+                raise OutputError(f"writing {self.partial_path} stalled for {STALL_TIMEOUT_S:.0f} s")
+            self._raise_error()
+        os.fsync(self._fd)
+
+    def checkpoint(self, then: Callable[[], None]) -> None:
+        """sync() and then `then()` (which records the resume point) -- on the writer thread when there is one,
+        so parsing goes on during the fsync (measured: fsyncs were ~12 % of a local bootstrap's main thread)."""
+        if self._thread is None or self._replay is not None:
+            self.sync()
+            then()
+            return
+        if self._pending:
+            self._submit()
+        self._put(then)
+
+    def finish(self, before_rename=lambda: None, after_rename=lambda: None) -> dict:
+        """Sync, close and rename to the final name; returns {name, bytes, lines, sha256}."""
+        self.sync()
+        self.close()
+        before_rename()
+        os.replace(self.partial_path, self.final_path)
+        fsync_dir(os.path.dirname(self.final_path))
+        after_rename()
+        return {"name": os.path.basename(self.final_path), "bytes": self.size, "lines": self.lines,
+                "sha256": self._hash.hexdigest()}
+
+    def close(self) -> None:
+        """Stop the writer thread and close the file; never raises (used on error paths too)."""
+        if self._thread is not None:
+            try:
+                self._queue.put(None, timeout=STALL_TIMEOUT_S)
+            except queue.Full:
+                pass
+            self._thread.join(timeout=STALL_TIMEOUT_S)
+            self._thread = None
+        if self._replay is not None:
+            self._replay.close()
+            self._replay = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def recover_renamed_part(partial_path: str, final_path: str) -> None:
+    """A crash between a part's rename and the manifest update leaves the part under its final name while the
+    manifest still calls it in progress: move it back, so resume replays it like any other temporary part."""
+    if os.path.isfile(final_path) and not os.path.exists(partial_path):
+        os.replace(final_path, partial_path)
+
