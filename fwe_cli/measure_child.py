@@ -49,23 +49,6 @@ def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
     return {"var": SLOW_DOC_BATCH_HOOK, "doc_batch": slow_doc_batch, "ms_per_doc_batch": delay_s * 1000.0}
 
 
-def _count_hub_requests(times: list) -> bool:
-    """Record the perf_counter time of every HTTP request huggingface_hub (and datasets through it) sends."""
-    try:
-        import huggingface_hub
-        from huggingface_hub.utils import _http
-
-        def factory():
-            client = _http.default_client_factory()
-            client.event_hooks["request"].append(lambda request: times.append(time.perf_counter()))
-            return client
-
-        huggingface_hub.set_client_factory(factory)
-        return True
-    except Exception:  # noqa: BLE001 - a client without this hook just means no request counts
-        return False
-
-
 def _steady(loader, steps: int, step_ms: float) -> dict:
     import numpy as np
     import psutil
@@ -108,17 +91,17 @@ def main(t0_wall: float) -> None:
 
     perf_at_t0 = time.perf_counter() - (time.time() - t0_wall)  # t0_wall on this process's perf_counter clock
     spec = orjson.loads(open(sys.argv[1], "rb").read())
-    request_times: list = []
     from fwe_cli.config import LoaderConfig
     from fwe_cli.errors import FweError
+    from fwe_cli.hub_requests import request_times as counted, start_counting, uses_hub
     from fwe_cli.loader import FineWebLoader
 
     config = LoaderConfig.from_dict(spec["config"])
     counting = False
     if config.source == "hub":
         import datasets  # noqa: F401 - part of the imports phase for Hub runs
-    if config.source == "hub" or not (config.tokenizer == "byte" or os.path.exists(config.tokenizer)):
-        counting = _count_hub_requests(request_times)
+    if uses_hub(config.source, config.tokenizer):
+        counting = start_counting()
     t_imports = time.perf_counter()
     result: dict = {"error": None}
     try:
@@ -142,7 +125,7 @@ def main(t0_wall: float) -> None:
         result["phases"] = {name: round(b - a, 6) for name, a, b in zip(PHASES, edges, edges[1:])}
         result["first_batch_s"] = round(t_first - edges[0], 6)
         result["requests_by_phase"] = (
-            {name: sum(1 for t in request_times if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
+            {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
             if counting else None)
         result["steady"] = _steady(loader, spec["steps"], spec["step_ms"])
     except FweError as exc:
@@ -151,7 +134,7 @@ def main(t0_wall: float) -> None:
         loader.close()
     import resource
 
-    result["requests"] = len(request_times) if counting else None
+    result["requests"] = len(counted()) if counting else None
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     result["loader"] = loader.stats()
     with open(spec["result_path"], "wb") as handle:

@@ -15,6 +15,7 @@ import fwe_cli
 from fwe_cli.config import LoaderConfig, env_snapshot
 from fwe_cli.errors import FweError, LoaderTimeout
 from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader import FineWebLoader
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
@@ -52,6 +53,8 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     deadline = time.perf_counter() + config.loader_timeout
     pulled: list[np.ndarray] = []
     error: Exception | None = None
+    counting = uses_hub(config.source, config.tokenizer) and start_counting()
+    requests_before = len(request_times())
     loader = FineWebLoader(config)
     t0 = loader.created
     try:
@@ -85,6 +88,8 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         "dtype": "int32",
         "tokens": tokens,
         "tokens_per_s": round(tokens / (t_end - t0), 1) if tokens else 0.0,
+        # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
+        "requests": len(request_times()) - requests_before if counting else None,
         "tokenizer": tok,
         "source": stats["source"],
         "fallback": stats["fallback"],

@@ -151,8 +151,9 @@ def test_stalled_server_times_out_naming_the_step(hub, tmp_path, stall_match, st
 
 
 def test_added_rtt_cold_first_batch_and_request_count(hub, tmp_path):
-    """50 ms RTT, cold cache: the artifact records first_batch_s, the server log the requests; every
-    request before the data costs at least one RTT, so first_batch_s >= (those + handshake RTTs) x RTT."""
+    """50 ms RTT, cold cache: the artifact records first_batch_s and the number of requests (equal to the
+    server log's); every request before the data costs at least one RTT, so first_batch_s >= (those +
+    handshake RTTs) x RTT."""
     rtt = 0.05
     proxy = hub.add_rtt(rtt, handshake_rtts=2)
     proc, result, _ = smoke(hub, hub.new_home(), tmp_path, "rtt")
@@ -160,6 +161,7 @@ def test_added_rtt_cold_first_batch_and_request_count(hub, tmp_path):
     artifact = orjson.loads(Path(result["artifact"]).read_bytes())
     requests = hub.requests()
     assert len(requests) == len(COLD_ENDPOINTS)
+    assert artifact["requests"] == len(requests)
     assert proxy.connections >= 1
     assert len({r["conn"] for r in requests}) == proxy.connections, "every request came through the proxy"
     before_data = sum(1 for r in requests if not r["path"].endswith(".parquet")) + 1

@@ -40,6 +40,7 @@ def test_smoke_synthetic_byte_json(tmp_path):
     assert REQUIRED_KEYS <= set(result)
     assert {"seq_len", "batch_size", "doc_batch", "queue_depth", "prefetch", "shard"} <= set(result["config"])
     assert result["host"]["cpus_logical"] >= 1 and result["versions"]["numpy"]
+    assert result["requests"] is None  # no Hub involved: nothing counted, rather than a misleading 0
     artifact = orjson.loads(open(result["artifact"], "rb").read())
     assert artifact == result
     assert result["artifact"].startswith(str(tmp_path / "smoke"))
