@@ -160,7 +160,7 @@ class PartWriter:
             if allowed < len(chunk):
                 raise self._faults.disk_full()
         self._written += len(chunk)
-        if self._written - self._flushing_from >= WRITEBACK_BYTES and _START_WRITEBACK:
+        if _START_WRITEBACK and self._written - self._flushing_from >= WRITEBACK_BYTES:
             # Start writing these bytes to disk now (DONTNEED begins writeback without waiting for it, then
             # drops pages already clean), so the next fsync has little left to wait for.
             try:
@@ -254,7 +254,6 @@ def recover_renamed_part(partial_path: str, final_path: str) -> None:
         os.replace(final_path, partial_path)
 
 
-
 class _Hasher:
     """Feeds chunks to a hash object on its own thread (`fwe-bootstrap-hasher`), beside the writer thread.
 
@@ -264,6 +263,7 @@ class _Hasher:
     def __init__(self, digest, path: str):
         self._digest = digest
         self._path = path
+        self._error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._thread = threading.Thread(target=self._run, name="fwe-bootstrap-hasher", daemon=True)
         self._thread.start()
@@ -271,9 +271,15 @@ class _Hasher:
     def _run(self) -> None:
         update = self._digest.update
         while (chunk := self._queue.get()) is not None:
-            update(chunk)
+            if self._error is None:  # after an error, keep draining so that no put() waits
+                try:
+                    update(chunk)
+                except BaseException as exc:  # raised in the adding thread by put() or finish()
+                    self._error = exc
 
     def put(self, chunk: bytes | None) -> None:
+        if self._error is not None:
+            raise self._error
         try:
             self._queue.put(chunk, timeout=STALL_TIMEOUT_S)
         except queue.Full:
@@ -285,6 +291,8 @@ class _Hasher:
         self._thread.join(timeout=STALL_TIMEOUT_S)
         if self._thread.is_alive():
             raise OutputError(f"hashing {self._path} stalled for {STALL_TIMEOUT_S:.0f} s")
+        if self._error is not None:
+            raise self._error
 
     def close(self) -> None:
         """Stop the thread (a no-op after finish()); never raises."""
