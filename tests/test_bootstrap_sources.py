@@ -192,6 +192,35 @@ def test_part_writer_replay_keeps_intact_lines_and_cuts_a_torn_one(tmp_path):
     assert entry["lines"] == 400 and not partial.exists()
 
 
+@pytest.mark.parametrize("fadvise_fails", [False, True])
+def test_part_writer_threads_hash_and_write_every_chunk_in_order(tmp_path, monkeypatch, fadvise_fails):
+    """With small chunks and an early-writeback step every few chunks, the hasher and writer threads see every
+    chunk once and in order: the file is the lines joined and its sha256 is the manifest's, also when the
+    early-writeback hint fails (it is only a speed-up)."""
+    import fwe_cli.part_writer as part_writer
+
+    monkeypatch.setattr(part_writer, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(part_writer, "WRITEBACK_BYTES", 3 * 4096)
+    hints = []
+
+    def fadvise(fd, offset, length, advice):
+        hints.append((offset, length))
+        if fadvise_fails:
+            raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(part_writer.os, "posix_fadvise", fadvise, raising=False)
+    monkeypatch.setattr(part_writer, "_START_WRITEBACK", True)
+    lines = [orjson.dumps({"text": f"doc {i} " * (i % 50 + 1)}) + b"\n" for i in range(2000)]
+    final = tmp_path / "p.jsonl"
+    writer = PartWriter(str(tmp_path / "p.jsonl.partial"), str(final))
+    for line in lines:
+        writer.add(line)
+    entry = writer.finish()
+    data = b"".join(lines)
+    assert len(data) > 40 * 4096 and len(hints) >= 10  # many chunks and hints, or this proves nothing
+    assert [offset for offset, _ in hints] == [0] + [sum(h[:2]) for h in hints[:-1]]  # contiguous ranges
+    assert final.read_bytes() == data and entry["sha256"] == hashlib.sha256(data).hexdigest()
+
 def test_loader_reads_local_files_as_before(tmp_path, messy_jsonl):
     """The loader's documents from JSONL, TXT and parquet: text and id (record id, else file:line or file:row),
     bad records counted -- the record readers share the scanning code without changing what the loader sees."""
