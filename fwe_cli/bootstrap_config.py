@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from fwe_cli.config import BAD_RECORD_POLICIES, SOURCES, LoaderConfig, Shard
+from fwe_cli.config import LoaderConfig, Shard, check_source_settings
 from fwe_cli.errors import ConfigError
 from fwe_cli.manifest import Layout
 
@@ -64,16 +64,9 @@ class BootstrapConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive number of bytes, got {value!r}")
-        if self.source not in SOURCES:
-            raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {self.source!r}")
-        if self.source == "local" and not self.local_path:
-            raise ConfigError("source 'local' needs local_path (--local-path), got none")
+        check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
-        if self.bad_records not in BAD_RECORD_POLICIES:
-            raise ConfigError(f"bad_records must be 'skip' or 'error', got {self.bad_records!r}")
-        if not isinstance(self.shard, Shard):
-            raise ConfigError(f"shard must be a Shard(mod, rem), got {self.shard!r}")
         if self.source == "local":
             src, out = os.path.abspath(self.local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):

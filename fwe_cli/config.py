@@ -119,17 +119,10 @@ class LoaderConfig:
         _positive_number("loader_timeout", self.loader_timeout)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
-        if not isinstance(self.shard, Shard):
-            raise ConfigError(f"shard must be a Shard(mod, rem), got {self.shard!r}")
-        if self.source not in SOURCES:
-            raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {self.source!r}")
-        if self.source == "local" and not self.local_path:
-            raise ConfigError("source 'local' needs local_path (--local-path), got none")
+        check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
             raise ConfigError(f"tokenizer_backend must be one of {', '.join(TOKENIZER_BACKENDS)}; "
                               f"got {self.tokenizer_backend!r}")
-        if self.bad_records not in BAD_RECORD_POLICIES:
-            raise ConfigError(f"bad_records must be 'skip' or 'error', got {self.bad_records!r}")
         if not self.tokenizer or not isinstance(self.tokenizer, str):
             raise ConfigError(f"tokenizer must be 'byte', a tokenizer.json path or a Hub id, got {self.tokenizer!r}")
         if self.warmup_batches > self.queue_depth and self.prefetch:
@@ -154,6 +147,18 @@ class LoaderConfig:
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(sorted(unknown))}")
         return cls(shard=Shard(**shard) if shard else Shard(), **values)
+
+
+def check_source_settings(source: str, local_path: str | None, bad_records: str, shard: Any) -> None:
+    """The checks every config that reads documents shares (the loader's and bootstrap's)."""
+    if not isinstance(shard, Shard):
+        raise ConfigError(f"shard must be a Shard(mod, rem), got {shard!r}")
+    if source not in SOURCES:
+        raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {source!r}")
+    if source == "local" and not local_path:
+        raise ConfigError("source 'local' needs local_path (--local-path), got none")
+    if bad_records not in BAD_RECORD_POLICIES:
+        raise ConfigError(f"bad_records must be 'skip' or 'error', got {bad_records!r}")
 
 
 def _positive_int(name: str, value: Any) -> None:
