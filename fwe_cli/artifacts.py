@@ -17,14 +17,19 @@ def dumps(obj) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
-def write_json(path: str, obj) -> str:
-    """Write `obj` to `path` via a temporary file and rename, so a reader never sees half a file."""
+def write_atomic(path: str, data: bytes) -> str:
+    """Write `data` to `path` via a temporary file and rename, so a reader never sees half a file."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as handle:
-        handle.write(dumps(obj) + b"\n")
+        handle.write(data)
     os.replace(tmp, path)
     return path
+
+
+def write_json(path: str, obj) -> str:
+    """Write `obj` as pretty JSON, atomically."""
+    return write_atomic(path, dumps(obj) + b"\n")
 
 
 def artifact_path(artifacts_dir: str, command: str, stamp: str | None = None) -> str:

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 import fwe_cli
+from fwe_cli.artifacts import write_atomic
 from fwe_cli.config import LoaderConfig, env_snapshot
 from fwe_cli.errors import ConfigError
 from fwe_cli.hostinfo import host_facts, package_versions
@@ -202,10 +203,4 @@ def env_file_text(summary: dict) -> str:
 
 def write_env_file(path: str, summary: dict) -> str:
     """Write fwe.env atomically (temporary file, then rename)."""
-    text = env_file_text(summary)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, env_file_text(summary).encode("utf-8"))
