@@ -42,9 +42,9 @@ except ImportError:  # run from a checkout without installing
 import orjson  # noqa: E402
 
 from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
-from fwe_cli.bootstrap import bootstrap_config, run_bootstrap  # noqa: E402
+from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap  # noqa: E402
 from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
-from fwe_cli.sources.synthetic import synthetic_record  # noqa: E402
+from fwe_cli.loader.sources.synthetic import synthetic_record  # noqa: E402
 
 TARGET_RATIO = 0.25
 

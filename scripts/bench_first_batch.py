@@ -26,11 +26,11 @@ sys.path.insert(0, ROOT)
 
 import orjson  # noqa: E402
 
-from fwe_cli import FineWebLoader, resolve_config  # noqa: E402
+from fwe_cli.loader import FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
-from fwe_cli.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
+from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
 from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
-from fwe_cli.sources.synthetic import synthetic_record  # noqa: E402
+from fwe_cli.loader.sources.synthetic import synthetic_record  # noqa: E402
 
 REAL = os.path.join(ROOT, "..", "shared", "fineweb_real", "fineweb_subset.json")
 

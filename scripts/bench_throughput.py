@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: fwe's tokens/s against the loaders users would pick instead, and against this machine's ceiling.
 
-One run, one JSONL file, GPT-2's tokenizer.json (built offline by fwe_cli.gpt2_vocab), seq_len 1024, batch 8:
+One run, one JSONL file, GPT-2's tokenizer.json (built offline by fwe_cli.loader.tokenization.gpt2_vocab), seq_len 1024, batch 8:
   (1) naive     json.loads + tokenizers encode() one document at a time, ids in a Python list (users' loader)
   (2) datasets  datasets streaming JSONL + batched map (tokenizers encode_batch) + torch DataLoader(num_workers=1)
   (3) ceiling   the fastest tokenizer giving the right ids, on pre-read text, all cores, no I/O
@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
 from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
-from fwe_cli.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
+from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
 from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
-from fwe_cli.sources.synthetic import synthetic_record  # noqa: E402
+from fwe_cli.loader.sources.synthetic import synthetic_record  # noqa: E402
 
 REAL_DIR = os.path.join(ROOT, "..", "shared", "fineweb_real")
 STAGES_SCRIPT = os.path.join(ROOT, "scripts", "bench_throughput_stages.py")
@@ -75,7 +75,7 @@ def build_corpus(directory: str, min_mb: float, synthetic: bool = False) -> tupl
     real = not synthetic and os.path.isfile(os.path.join(REAL_DIR, "fineweb_subset.json")) and os.path.isfile(
         os.path.join(REAL_DIR, "fineweb_sample.txt"))
     kind = "real FineWeb text (../shared/fineweb_real: fineweb_subset.json + fineweb_sample.txt), replicated" \
-        if real else "synthetic FineWeb-Edu records (fwe_cli.sources.synthetic)"
+        if real else "synthetic FineWeb-Edu records (fwe_cli.loader.sources.synthetic)"
     path = os.path.join(directory, f"{'real' if real else 'synthetic'}_{min_mb:g}mb.jsonl")
     if os.path.isfile(path):
         return path, kind
@@ -169,7 +169,7 @@ def main() -> None:
         say(f"rss: peak {results['rss'].get('peak_rss_mb', float('nan')):.0f} MB")
     report = summarize(rounds, results)
     report.update(benchmark="throughput", data=kind, data_file=data, data_mb=os.path.getsize(data) / 1e6,
-                  tokenizer="gpt2 (fwe_cli.gpt2_vocab)", seq_len=1024, batch_size=8, rounds=rounds,
+                  tokenizer="gpt2 (fwe_cli.loader.tokenization.gpt2_vocab)", seq_len=1024, batch_size=8, rounds=rounds,
                   stages=results, loadavg_before=load_before, loadavg_after=os.getloadavg(),
                   host=host_facts(), versions=package_versions())
     path = write_json(os.path.join(args.out, f"throughput_{utc_stamp()}.json"), report)

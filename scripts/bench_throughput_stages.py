@@ -163,7 +163,7 @@ def stage_ceiling(args) -> dict:
     """The fastest tokenizer giving the right ids, on pre-read text, all cores, no I/O, no packing: the best of
     fwe's proven tiktoken backend on a thread pool (doc batches 64/256/1024), tiktoken's own encode_batch, and
     tokenizers' encode_batch. Token counts include one end-of-document id per document, as in every loader."""
-    from fwe_cli.tokenizer import load_tokenizer
+    from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
     with open(args.data, "rb") as handle:
         texts = [orjson.loads(line)["text"] for line in handle]
@@ -207,7 +207,7 @@ def stage_ceiling(args) -> dict:
 
 
 def _fwe_config(args, **overrides):
-    from fwe_cli import resolve_config
+    from fwe_cli.loader import resolve_config
 
     settings = dict(local_path=args.data, tokenizer=args.tokenizer, seq_len=args.seq_len, batch_size=args.batch,
                     queue_depth=args.queue, report_docs=0)
@@ -217,7 +217,7 @@ def _fwe_config(args, **overrides):
 
 def stage_fwe(args) -> dict:
     """FineWebLoader on the file with its defaults (backend auto, a tokenize thread per core)."""
-    from fwe_cli import FineWebLoader
+    from fwe_cli.loader import FineWebLoader
 
     config = _fwe_config(args)
     t_start = time.perf_counter()
@@ -238,7 +238,7 @@ def stage_fwe(args) -> dict:
 def stage_rss(args) -> dict:
     """Peak RSS of a loader process at seq 2048, batch 32, Q 64: the queue is filled, then kept full by a
     consumer slower than the producer (2 ms a batch), until the file ends."""
-    from fwe_cli import FineWebLoader
+    from fwe_cli.loader import FineWebLoader
 
     base = peak_rss_mb()
     config = _fwe_config(args, warmup_batches=args.queue, warmup_timeout=120.0)

@@ -15,14 +15,14 @@ from rich.table import Table
 
 from fwe_cli import __version__
 from fwe_cli.artifacts import artifact_path, write_json
-from fwe_cli.bootstrap import bootstrap_config, run_bootstrap
-from fwe_cli.bootstrap_config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB
+from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
+from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB
 from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
 from fwe_cli.errors import FweError
 from fwe_cli.hostinfo import host_facts, package_versions
-from fwe_cli.manifest import Layout, verify_bootstrap
+from fwe_cli.bootstrap.manifest import Layout, verify_bootstrap
 
 HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
 

@@ -11,8 +11,8 @@ from fwe_cli.artifacts import utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
-from fwe_cli.config import resolve_config
-from fwe_cli.measure import MeasurePlan, parse_targets, run_measure
+from fwe_cli.loader.config import resolve_config
+from fwe_cli.measure.phase0 import MeasurePlan, parse_targets, run_measure
 
 HELP = """Measure cold vs warm time to first batch, split into phases, and steady-state fetch latency.
 

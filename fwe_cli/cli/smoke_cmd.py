@@ -13,8 +13,8 @@ from fwe_cli.artifacts import artifact_path, write_json
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, EXIT_TIMEOUT, exit_code_for, one_line
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, fmt_s, print_json
-from fwe_cli.config import resolve_config
-from fwe_cli.smoke import run_smoke
+from fwe_cli.loader.config import resolve_config
+from fwe_cli.measure.smoke import run_smoke
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 

@@ -13,12 +13,12 @@ from fwe_cli.artifacts import utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
-from fwe_cli.config import ENV_VARS, resolve_config
+from fwe_cli.loader.config import ENV_VARS, resolve_config
 from fwe_cli.errors import ConfigError
-from fwe_cli.measure import parse_targets
-from fwe_cli.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
+from fwe_cli.measure.phase0 import parse_targets
+from fwe_cli.measure.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
                           write_env_file)
-from fwe_cli.tune_rank import OBJECTIVES, format_value, setting_label
+from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 
 HELP = "\n\n".join([
     "Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.",

@@ -6,7 +6,7 @@
 
 --bytes takes a byte count or a size with a suffix (K, M, G, T: powers of 1000; KiB, MiB, GiB: powers of 1024).
 An --out ending in .jsonl gives one file (manifest beside it), as the old script did; anything else a
-directory of parts. All the work is done by fwe_cli.bootstrap (the code behind `fwe bootstrap`), so an
+directory of parts. All the work is done by fwe_cli.bootstrap.run (the code behind `fwe bootstrap`), so an
 interrupted run resumes when re-run with the same flags. Exit codes are those of `fwe bootstrap --help`.
 """
 
@@ -24,7 +24,7 @@ try:
 except ImportError:  # run from a checkout without installing: use the checkout's package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from fwe_cli.bootstrap import bootstrap_config, run_bootstrap  # noqa: E402
+from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap  # noqa: E402
 from fwe_cli.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line  # noqa: E402
 from fwe_cli.errors import FweError  # noqa: E402
 

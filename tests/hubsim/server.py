@@ -4,7 +4,7 @@
         os.environ["HF_ENDPOINT"] = hub.url      # before importing datasets / huggingface_hub
         hub.set_faults(Faults(fail_count=2, fail_match="parquet"))
 
-Endpoints (what huggingface_hub 2.x and datasets 5.x call; pinned in tests/test_hub_smoke.py and tests/test_hub_clients.py):
+Endpoints (what huggingface_hub 2.x and datasets 5.x call; pinned in tests/measure/test_hub_smoke.py and tests/hubsim/test_clients.py):
 
     GET  /api/agent-harnesses                                 {"standardEnvVars": [], "harnesses": {}}
     GET  /api/{datasets|models}/{repo}                        repo info at main

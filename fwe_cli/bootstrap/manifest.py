@@ -1,0 +1,193 @@
+"""The bootstrap manifest: where a bootstrap's files live, how its manifest is written, and how it is verified.
+
+Two layouts:
+- a directory (the default): `manifest.json` plus `part-00000.jsonl`, `part-00001.jsonl`, ...
+- a single file `X.jsonl` (when --out ends in .jsonl): the data file plus `X.jsonl.manifest.json` beside it.
+
+A part is written as `<name>.partial` and renamed to `<name>` only once complete and fsynced, so a file under
+its final name is always whole. The manifest is the record of truth: `files` lists the finished parts (name,
+bytes, lines, sha256) in reading order, `complete` says whether the whole run is done, and while it is not,
+`resume` holds the last checkpoint (part, bytes and lines of it that are on disk, source position, counters).
+It is replaced atomically (temporary file, fsync, rename, fsync of the directory) at every checkpoint.
+
+Check a bootstrap by hand: `fwe bootstrap --verify --out DIR` (re-hashes every file against the manifest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import orjson
+
+from fwe_cli.errors import OutputError
+from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX
+
+FORMAT = "fwe-bootstrap/1"
+PARTIAL_SUFFIX = ".partial"
+_PART_RE = re.compile(r"^part-(\d{5,})\.jsonl(\.partial)?$")
+HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one bootstrap output."""
+
+    out: str
+    """The --out argument: a directory, or a file path ending in .jsonl."""
+    single: bool
+    """True for the single-file layout (one data file, sidecar manifest)."""
+
+    @classmethod
+    def for_out(cls, out: str) -> "Layout":
+        return cls(out=os.path.abspath(out), single=out.endswith(".jsonl"))
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self.out) if self.single else self.out
+
+    @property
+    def manifest_path(self) -> str:
+        return self.out + SIDECAR_MANIFEST_SUFFIX if self.single else os.path.join(self.out, MANIFEST_NAME)
+
+    def part_name(self, index: int) -> str:
+        if self.single:
+            if index:
+                raise ValueError("a single-file bootstrap has exactly one part")
+            return os.path.basename(self.out)
+        return f"part-{index:05d}.jsonl"
+
+    def part_path(self, index: int) -> str:
+        return os.path.join(self.directory, self.part_name(index))
+
+    def partial_path(self, index: int) -> str:
+        return self.part_path(index) + PARTIAL_SUFFIX
+
+    def own_files(self) -> list[tuple[str, int | None]]:
+        """(path, part index or None for the manifest and its temporary) of every file of ours that exists."""
+        found: list[tuple[str, int | None]] = []
+        for path in (self.manifest_path, self.manifest_path + ".tmp"):
+            if os.path.isfile(path):
+                found.append((path, None))
+        if self.single:
+            for path in (self.out, self.out + PARTIAL_SUFFIX):
+                if os.path.isfile(path):
+                    found.append((path, 0))
+        elif os.path.isdir(self.out):
+            for name in sorted(os.listdir(self.out)):
+                match = _PART_RE.match(name)
+                if match:
+                    found.append((os.path.join(self.out, name), int(match.group(1))))
+        return found
+
+    def has_foreign_files(self) -> bool:
+        """Whether the output directory holds files that are not ours (only meaningful for the directory layout)."""
+        if self.single or not os.path.isdir(self.out):
+            return False
+        ours = {os.path.basename(path) for path, _ in self.own_files()}
+        return any(name not in ours for name in os.listdir(self.out))
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a rename or new file in `directory` durable (POSIX: the directory entry needs its own fsync)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def encode_manifest(manifest: dict) -> bytes:
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_manifest(layout: Layout, manifest: dict | bytes, before_rename: Callable[[], None] = lambda: None) -> None:
+    """Replace the manifest (a dict, or encode_manifest's bytes) atomically and durably.
+
+    `before_rename` is a crash-test hook."""
+    os.makedirs(layout.directory, exist_ok=True)
+    tmp = layout.manifest_path + ".tmp"
+    data = manifest if isinstance(manifest, bytes) else encode_manifest(manifest)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    before_rename()
+    os.replace(tmp, layout.manifest_path)
+    fsync_dir(layout.directory)
+
+
+def load_manifest(layout: Layout) -> dict | None:
+    """The manifest, None when there is none; OutputError when it cannot be read."""
+    try:
+        data = open(layout.manifest_path, "rb").read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"cannot read {layout.manifest_path}: {exc}") from exc
+    try:
+        manifest = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise OutputError(f"{layout.manifest_path} is damaged (not JSON: {exc.msg}); pass --force to start over") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise OutputError(f"{layout.manifest_path} is not an fwe bootstrap manifest (format {FORMAT}); "
+                          "choose another --out, or pass --force to replace it")
+    return manifest
+
+
+def sha256_file(path: str, limit: int | None = None) -> str:
+    """sha256 of the file (or of its first `limit` bytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as handle:
+        remaining = limit
+        while remaining is None or remaining > 0:
+            block = handle.read(HASH_BLOCK if remaining is None else min(HASH_BLOCK, remaining))
+            if not block:
+                break
+            digest.update(block)
+            if remaining is not None:
+                remaining -= len(block)
+    return digest.hexdigest()
+
+
+def listed_file_problems(layout: Layout, manifest: dict, rehash: bool) -> list[dict]:
+    """One {name, problem} per listed file that is missing, of the wrong size or (with rehash) the wrong sha256."""
+    problems = []
+    for entry in manifest.get("files", []):
+        path = os.path.join(layout.directory, entry["name"])
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            problems.append({"name": entry["name"], "problem": "missing"})
+            continue
+        if size != entry["bytes"]:
+            problems.append({"name": entry["name"], "problem": f"{size} bytes, manifest says {entry['bytes']}"})
+        elif rehash and sha256_file(path) != entry["sha256"]:
+            problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
+    return problems
+
+
+def verify_bootstrap(out: str) -> dict:
+    """Re-hash every file the manifest lists. `ok` means complete and every file matches."""
+    layout = Layout.for_out(out)
+    manifest = load_manifest(layout)
+    if manifest is None:
+        raise OutputError(f"no bootstrap manifest at {layout.manifest_path}")
+    problems = listed_file_problems(layout, manifest, rehash=True)
+    complete = bool(manifest.get("complete"))
+    return {
+        "ok": complete and not problems,
+        "complete": complete,
+        "output": layout.out,
+        "manifest_path": layout.manifest_path,
+        "files_checked": len(manifest.get("files", [])),
+        "bytes": sum(entry["bytes"] for entry in manifest.get("files", [])),
+        "problems": problems,
+    }

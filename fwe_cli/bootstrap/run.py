@@ -1,0 +1,281 @@
+"""Stage N GB of FineWeb-Edu as local JSONL parts plus a manifest, resumable after any interruption.
+
+    from fwe_cli.bootstrap.run import BootstrapConfig, run_bootstrap
+    result = run_bootstrap(BootstrapConfig(out="/data/fwe_bootstrap", target_bytes=5 * 10**9))
+
+What makes it safe (see fwe_cli/bootstrap/manifest.py for the file layout):
+- parts are written as `*.partial`, fsynced and renamed only when whole; the manifest is replaced atomically;
+- every `checkpoint_bytes`, and on a clean stop, the current part is fsynced and the manifest records the
+  source position after the last record written (`resume`);
+- a re-run with the same arguments continues from there: records already on disk after the checkpoint are
+  compared with the regenerated ones and kept when intact (see PartWriter), so the output ends up
+  byte-identical to an uninterrupted run; different arguments are refused unless `force`.
+
+Output bytes count the JSONL written (1 GB = 10**9 bytes). Writing stops after the record that reaches the
+target, or when the source ends. A part is closed once it holds `file_bytes`, after the record that reaches it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+import orjson
+
+import fwe_cli
+from fwe_cli.bootstrap.state import (
+    MARGIN_BYTES,
+    check_source_files,
+    fresh_manifest,
+    listed_totals,
+    prepare_output,
+    preflight_disk,
+    source_spec,
+)
+from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig, bootstrap_config
+from fwe_cli.errors import DiskSpaceError, OutputError, SourceError
+from fwe_cli.bootstrap.faults import Faults
+from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
+from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
+from fwe_cli.loader.sources.local import BadRecords
+from fwe_cli.loader.sources.records import RecordStream
+
+PROGRESS_EVERY_S = 0.5
+
+
+def encoder(fields: str) -> Callable[[dict, bytes | None], bytes]:
+    """record (+ its source JSONL line, if any) -> the output line."""
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    if fields == "all":
+        option = newline | orjson.OPT_SERIALIZE_NUMPY
+
+        def encode_all(record: dict, raw: bytes | None) -> bytes:
+            if raw is not None:
+                return raw if raw[:1] == b"{" and raw[-2:] == b"}\n" else raw.strip() + b"\n"
+            return dumps(record, option=option, default=str)
+
+        return encode_all
+
+    def encode_text(record: dict, raw: bytes | None) -> bytes:
+        rid = record.get("id")
+        return dumps({"text": record["text"]} if rid is None else {"text": record["text"], "id": rid},
+                     option=newline, default=str)
+
+    return encode_text
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _Run:
+    """State of one invocation; `run()` returns the result dict."""
+
+    def __init__(self, config: BootstrapConfig, on_progress, should_stop, faults: Faults, background: bool):
+        self.config = config
+        self.layout = Layout.for_out(config.out)
+        self.on_progress = on_progress
+        self.should_stop = should_stop
+        self.faults = faults
+        self.background = background
+        self.file_bytes = float("inf") if self.layout.single else config.file_bytes
+        self.replayed = 0  # records found intact on disk after the last checkpoint (resume)
+        self.discarded = 0  # bytes cut off after them (a torn record)
+
+    def checkpoint(self, writer: PartWriter | None, part: int, stream: RecordStream, wait: bool = True) -> None:
+        """Record the resume point after the last record added (the part's bytes fsynced first).
+
+        wait=False lets the writer thread do the fsync and manifest write while records keep coming."""
+        self.manifest["resume"] = {
+            "part": part, "part_bytes": writer.size if writer else 0, "part_lines": writer.lines if writer else 0,
+            "bytes": self.total_bytes, "documents": self.documents,
+            "position": stream.position(), "bad_records": stream.bad.to_dict(),
+        }
+        self.manifest["bad_records"] = stream.bad.to_dict()
+        self.manifest["totals"] = listed_totals(self.manifest)
+        if writer is None:
+            self._write_manifest()
+        elif wait:
+            writer.sync()
+            self._write_manifest()
+        else:
+            snapshot = encode_manifest(self.manifest)
+            writer.checkpoint(lambda: self._write_manifest(snapshot))
+
+    def _write_manifest(self, snapshot: bytes | None = None) -> None:
+        write_manifest(self.layout, self.manifest if snapshot is None else snapshot,
+                       before_rename=lambda: self.faults.reached("manifest-tmp"))
+
+    def open_part(self, part: int, valid_bytes: int = 0, valid_lines: int = 0, resume: bool = False) -> PartWriter:
+        os.makedirs(self.layout.directory, exist_ok=True)
+        return PartWriter(self.layout.partial_path(part), self.layout.part_path(part), valid_bytes, valid_lines,
+                          resume=resume, faults=self.faults, background=self.background)
+
+    def _tally(self, writer: PartWriter) -> None:
+        """Add a part writer's resume statistics to this run's."""
+        self.replayed += writer.replayed_lines
+        self.discarded += writer.discarded_bytes
+
+    def finish_part(self, writer: PartWriter, part: int, stream: RecordStream) -> None:
+        self._tally(writer)
+        entry = writer.finish(before_rename=lambda: self.faults.reached("part-fsynced"),
+                              after_rename=lambda: self.faults.reached("part-renamed"))
+        self.manifest["files"].append(entry)
+        self.checkpoint(None, part + 1, stream)
+
+    def progress(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.last_progress < PROGRESS_EVERY_S:
+            return
+        self.last_progress = now
+        elapsed = now - self.t0
+        done = self.total_bytes - self.start_bytes
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = max(0, self.config.target_bytes - self.total_bytes)
+        self.on_progress({"bytes": self.total_bytes, "target_bytes": self.config.target_bytes,
+                          "documents": self.documents, "files": len(self.manifest["files"]),
+                          "elapsed_s": round(elapsed, 3), "mb_per_s": round(rate / MB, 2),
+                          "eta_s": round(left / rate, 1) if rate > 0 else None})
+
+    def run(self) -> dict:
+        config, layout = self.config, self.layout
+        self.t0 = self.last_progress = time.perf_counter()
+        manifest = prepare_output(config, layout)
+        if manifest is not None and manifest["complete"]:
+            self.manifest, self.total_bytes, self.documents = manifest, manifest["totals"]["bytes"], \
+                manifest["totals"]["documents"]
+            self.start_bytes = self.total_bytes
+            return self.result("already_complete")
+        resume = manifest["resume"] if manifest else None
+        done = resume["bytes"] if resume else 0
+        preflight_disk(layout.directory, config.target_bytes - done)
+        spec = source_spec(config, manifest)
+        stream = RecordStream(spec, start=resume["position"] if resume else None,
+                              bad=BadRecords(**resume["bad_records"]) if resume else None).open()
+        if manifest is None:
+            manifest = fresh_manifest(config, layout, spec, stream)
+        else:
+            check_source_files(manifest, stream)
+        self.manifest = manifest
+        manifest["runs"].append({"started": _now(), "resumed_from_bytes": done})
+        if stream.revision_pinned is not None:
+            manifest["runs"][-1]["revision_pinned"] = stream.revision_pinned
+        self.total_bytes = self.start_bytes = done
+        self.documents = resume["documents"] if resume else 0
+        part = resume["part"] if resume else 0
+        if resume is None:
+            self.checkpoint(None, 0, stream)
+        return self.copy(stream, part, resume)
+
+    def copy(self, stream: RecordStream, part: int, resume: dict | None) -> dict:
+        config, layout = self.config, self.layout
+        writer = None
+        if resume and (resume["part_bytes"] or os.path.exists(layout.partial_path(part))
+                       or os.path.exists(layout.part_path(part))):
+            recover_renamed_part(layout.partial_path(part), layout.part_path(part))
+            if os.path.exists(layout.partial_path(part)):
+                writer = self.open_part(part, resume["part_bytes"], resume["part_lines"], resume=True)
+            elif resume["part_bytes"]:
+                raise OutputError(f"{layout.partial_path(part)} is missing but the last checkpoint saved "
+                                  f"{resume['part_bytes']} bytes of it; pass --force to start over")
+        encode_fn, target, file_bytes = encoder(config.fields), config.target_bytes, self.file_bytes
+        next_checkpoint = self.total_bytes + config.checkpoint_bytes
+        outcome = "source exhausted"
+        self.progress(force=True)
+        try:
+            for count, (record, raw) in enumerate(stream, start=1):
+                line = encode_fn(record, raw)
+                if writer is None:
+                    writer = self.open_part(part)
+                writer.add(line)
+                self.total_bytes += len(line)
+                self.documents += 1
+                if self.faults.active:
+                    self.faults.reached("record")
+                if writer.size >= file_bytes or self.total_bytes >= target:
+                    self.finish_part(writer, part, stream)
+                    writer, part = None, part + 1
+                    next_checkpoint = self.total_bytes + config.checkpoint_bytes
+                    if self.total_bytes >= target:
+                        outcome = "target reached"
+                        break
+                elif self.total_bytes >= next_checkpoint and not writer.replaying:
+                    self.checkpoint(writer, part, stream, wait=False)
+                    next_checkpoint = self.total_bytes + config.checkpoint_bytes
+                if count & 63 == 0:
+                    if self.should_stop():
+                        self.checkpoint(writer, part, stream)
+                        outcome = "interrupted"
+                        break
+                    self.progress()
+            if outcome == "source exhausted" and writer is not None:
+                self.finish_part(writer, part, stream)
+                writer = None
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskSpaceError(
+                    f"disk full while writing {layout.directory} at {self.total_bytes / GB:.3f} of "
+                    f"{target / GB:.3f} GB ({exc.strerror}): free space and re-run the same command to resume "
+                    "from the last checkpoint"
+                ) from exc
+            raise OutputError(f"cannot write {layout.directory}: {exc}") from exc
+        finally:
+            if writer is not None:
+                self._tally(writer)
+                writer.close()
+        if outcome != "interrupted":
+            if self.documents == 0:
+                raise SourceError(f"the source produced no documents ({stream.bad.count} bad records); "
+                                  "nothing was staged")
+            self.manifest.update(complete=True, finished=_now(), resume=None, bad_records=stream.bad.to_dict(),
+                                 source_exhausted=outcome != "target reached")
+            self.manifest["totals"] = listed_totals(self.manifest)
+        self.manifest["runs"][-1].update(finished=_now(), outcome=outcome, replayed_records=self.replayed,
+                                         discarded_bytes=self.discarded)
+        self._write_manifest()
+        self.progress(force=True)
+        return self.result(outcome)
+
+    def result(self, outcome: str) -> dict:
+        seconds = time.perf_counter() - self.t0
+        written = self.total_bytes - self.start_bytes
+        manifest = self.manifest
+        return {
+            "ok": bool(manifest["complete"]),
+            "complete": bool(manifest["complete"]),
+            "outcome": outcome,
+            "output": self.layout.out,
+            "manifest_path": self.layout.manifest_path,
+            "bytes": self.total_bytes,
+            "documents": self.documents,
+            "files": len(manifest["files"]),
+            "target_bytes": self.config.target_bytes,
+            "bytes_this_run": written,
+            "seconds": round(seconds, 3),
+            "mb_per_s": round(written / MB / seconds, 2) if seconds > 0 else 0.0,
+            "resumed_from_bytes": self.start_bytes,
+            "replayed_records": self.replayed,
+            "discarded_bytes": self.discarded,
+            "bad_records": manifest.get("bad_records"),
+            "source_exhausted": manifest.get("source_exhausted"),
+            "fwe_version": fwe_cli.__version__,
+            "manifest": manifest,
+        }
+
+
+def run_bootstrap(config: BootstrapConfig, on_progress: Callable[[dict], None] = lambda info: None,
+                  should_stop: Callable[[], bool] = lambda: False, background: bool = True,
+                  faults: Faults | None = None) -> dict:
+    """Create, resume or confirm the bootstrap `config` describes; returns a result dict (see `_Run.result`).
+
+    `on_progress` gets {bytes, target_bytes, documents, files, elapsed_s, mb_per_s, eta_s} about twice a second;
+    `should_stop` is polled every 64 records: when true, a resume point is saved and the result says
+    outcome 'interrupted'. Raises DiskSpaceError (resumable), OutputError, SourceError or ConfigError.
+    """
+    return _Run(config, on_progress, should_stop, faults or Faults.from_env(), background).run()
+
+
+__all__ = ["BootstrapConfig", "MARGIN_BYTES", "bootstrap_config", "encoder", "run_bootstrap"]

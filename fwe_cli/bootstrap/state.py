@@ -1,0 +1,183 @@
+"""Deciding what a bootstrap run starts from: a fresh output, a resume, a finished output, or a refusal.
+
+Also the checks made before any download: free disk space against what is left to write plus a margin, and
+(on resume) that the arguments and, for a local source, the source files are the ones the output was made
+with. Used by fwe_cli/bootstrap/run.py; nothing here writes data.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+import psutil
+
+import fwe_cli
+from fwe_cli.bootstrap.config import BootstrapConfig
+from fwe_cli.errors import DiskSpaceError, OutputError
+from fwe_cli.bootstrap.manifest import FORMAT, Layout, listed_file_problems, load_manifest
+from fwe_cli.loader.sources.records import RecordSpec, RecordStream
+
+# Free space needed beyond the bytes still to write: the last record overshoots the target by up to ~120 KB,
+# the manifest is a few KB, and a filesystem at 100% misbehaves, so keep 64 MiB + 2 % spare.
+MARGIN_BYTES = 64 * 2**20
+MARGIN_FRACTION = 0.02
+
+
+def identity(config: BootstrapConfig, layout: Layout) -> dict:
+    """The arguments that decide the output bytes; a resume must match them exactly."""
+    args: dict = {"source": config.source, "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
+                  "fields": config.fields, "target_bytes": config.target_bytes, "bad_records": config.bad_records}
+    if not layout.single:
+        args["file_bytes"] = config.file_bytes
+    if config.source == "local":
+        args["local_path"] = os.path.abspath(config.local_path)
+    elif config.source == "hub":
+        args.update(dataset=config.dataset, name=config.name, split=config.split)
+    else:
+        args["seed"] = config.seed
+    return args
+
+
+# identity key -> (flag, how to show a value)
+_FLAGS = {
+    "target_bytes": ("--gb", lambda v: f"{v / 1e9:g}"),
+    "file_bytes": ("--file-mb", lambda v: f"{v / 1e6:g}"),
+    "shard": ("--shard-mod/--shard-rem", lambda v: f"{v['mod']}/{v['rem']}" if isinstance(v, dict) else repr(v)),
+}
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            flag, show = _FLAGS.get(key, ("--" + key.replace("_", "-"), repr))
+            before = "unset" if key not in old else show(old[key])
+            after = "unset" if key not in new else show(new[key])
+            out.append(f"{flag} {before} there, {after} now")
+    return out
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
+    """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm."""
+    if layout.single and os.path.isdir(layout.out):
+        raise OutputError(f"--out {layout.out} is a directory; a single-file bootstrap needs a file path "
+                          "(or drop the .jsonl ending to write parts into a directory)")
+    _remove(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
+    if config.force:
+        for path, _index in layout.own_files():
+            _remove(path)
+        return None
+    manifest = load_manifest(layout)
+    if manifest is None:
+        if layout.own_files() or layout.has_foreign_files():
+            raise OutputError(f"{layout.out} exists and is not an fwe bootstrap (no {os.path.basename(layout.manifest_path)}):"
+                              " choose a new or empty --out, or pass --force to write there anyway")
+        return None
+    diffs = _differences(manifest.get("args", {}), identity(config, layout))
+    if diffs:
+        raise OutputError(f"{layout.out} holds a bootstrap made with different arguments ({'; '.join(diffs)}): "
+                          "re-run with the original arguments to resume it, pass --force to replace it, "
+                          "or choose another --out")
+    problems = listed_file_problems(layout, manifest, rehash=False)
+    if problems:
+        first = problems[0]
+        raise OutputError(f"bootstrap at {layout.out} is damaged: {first['name']} {first['problem']} "
+                          f"({len(problems)} file(s) in all; `fwe bootstrap --verify` lists them); "
+                          "pass --force to start over")
+    if not manifest["complete"]:
+        current = manifest["resume"]["part"]
+        for path, index in layout.own_files():
+            stale = index is not None and (index > current or (index < current and path.endswith(".partial")))
+            if stale:
+                _remove(path)
+    return manifest
+
+
+def preflight_disk(directory: str, remaining_bytes: int) -> dict:
+    """Raise DiskSpaceError unless the filesystem of `directory` has room for what is left plus a margin."""
+    probe = os.path.abspath(directory)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    remaining = max(0, remaining_bytes)
+    need = remaining + MARGIN_BYTES + int(MARGIN_FRACTION * remaining)
+    free = psutil.disk_usage(probe).free
+    if free < need:
+        raise DiskSpaceError(
+            f"not enough disk space for the bootstrap at {directory}: {free / 1e9:.2f} GB free on {probe}, "
+            f"{need / 1e9:.2f} GB needed ({remaining / 1e9:.2f} GB still to write + margin); free space, "
+            "choose another --out, or lower --gb"
+        )
+    return {"free_bytes": free, "needed_bytes": need, "checked_path": probe}
+
+
+def source_spec(config: BootstrapConfig, manifest: dict | None) -> RecordSpec:
+    """The RecordSpec to read; for the Hub, the revision pinned by the manifest (or looked up for a new run)."""
+    revision = None
+    if config.source == "hub":
+        if manifest is not None:
+            revision = manifest.get("revision")
+        else:
+            from fwe_cli.loader.sources.hub import hub_revision
+
+            revision = hub_revision(config.dataset)
+    return RecordSpec(kind=config.source, local_path=config.local_path, dataset=config.dataset, name=config.name,
+                      split=config.split, revision=revision, seed=config.seed, shard=config.shard,
+                      strict=config.bad_records == "error", all_fields=config.fields == "all")
+
+
+def fresh_manifest(config: BootstrapConfig, layout: Layout, spec: RecordSpec, stream: RecordStream) -> dict:
+    hub, local = config.source == "hub", config.source == "local"
+    return {
+        "format": FORMAT,
+        "complete": False,
+        "fwe_version": fwe_cli.__version__,
+        "layout": "single-file" if layout.single else "directory",
+        "source": config.source,
+        "dataset": config.dataset if hub else None,
+        "config": config.name if hub else None,
+        "split": config.split if hub else None,
+        "revision": spec.revision,
+        "local_path": os.path.abspath(config.local_path) if local else None,
+        "seed": config.seed if config.source == "synthetic" else None,
+        "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
+        "fields": config.fields,
+        "target_bytes": config.target_bytes,
+        "file_bytes": None if layout.single else config.file_bytes,
+        "args": identity(config, layout),
+        "source_files": stream.fingerprint() if local else None,
+        "files": [],
+        "totals": {"bytes": 0, "documents": 0, "files": 0},
+        "bad_records": {"count": 0, "examples": []},
+        "source_exhausted": None,
+        "started": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "finished": None,
+        "runs": [],
+        "resume": None,
+    }
+
+
+def check_source_files(manifest: dict, stream: RecordStream) -> None:
+    """A local source must not change under a resume: the two halves would come from different data."""
+    before = manifest.get("source_files")
+    if before is None:
+        return
+    now = stream.fingerprint()
+    if now != before:
+        old = {f["path"]: f for f in before}
+        changed = [f["path"] for f in now if old.get(f["path"]) != f] or [f["path"] for f in before]
+        raise OutputError(f"the local source changed since this bootstrap started ({changed[0]}; "
+                          f"{len(before)} files then, {len(now)} now): resuming would mix two versions; "
+                          "pass --force to start over")
+
+
+def listed_totals(manifest: dict) -> dict:
+    files = manifest["files"]
+    return {"bytes": sum(f["bytes"] for f in files), "documents": sum(f["lines"] for f in files), "files": len(files)}

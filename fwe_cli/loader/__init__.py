@@ -1,0 +1,43 @@
+"""The loader core: read -> shard -> tokenize -> pack -> prefetch, with no typer/rich.
+
+    from fwe_cli.loader import FineWebLoader, resolve_config
+
+    config = resolve_config(local_path="/data/fwe_bootstrap", tokenizer="gpt2")
+    with FineWebLoader(config) as loader:
+        for batch in loader:      # numpy int32 [batch_size, seq_len]
+            ...
+
+Stages, one module each: `sources/` (documents from hub, local files or synthetic, sharded), `tokenization/`
+(the `tokenizers` and tiktoken backends), `packing`, `pipeline` (the producer), `prefetch` (the bounded
+background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution.
+The public names below are imported on first use, so `import fwe_cli.loader.config` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_PUBLIC = {
+    "FineWebLoader": "fwe_cli.loader.fineweb_loader",
+    "LoaderConfig": "fwe_cli.loader.config",
+    "Shard": "fwe_cli.loader.config",
+    "resolve_config": "fwe_cli.loader.config",
+    "ConfigError": "fwe_cli.errors",
+    "FweError": "fwe_cli.errors",
+    "LoaderError": "fwe_cli.errors",
+    "LoaderTimeout": "fwe_cli.errors",
+    "SourceError": "fwe_cli.errors",
+}
+__all__ = sorted(_PUBLIC)
+
+if TYPE_CHECKING:
+    from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError
+    from fwe_cli.loader.config import LoaderConfig, Shard, resolve_config
+    from fwe_cli.loader.fineweb_loader import FineWebLoader
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'fwe_cli.loader' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

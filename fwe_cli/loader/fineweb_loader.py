@@ -1,0 +1,205 @@
+"""FineWebLoader: the public iterator over packed batches, with prefetch, warmup, timeouts and stats.
+
+    with FineWebLoader(config) as loader:
+        loader.warmup()                 # optional; also done automatically when warmup_batches > 0
+        for batch in loader:            # np.int32 [batch_size, seq_len] (torch tensor with as_torch)
+            ...
+        stats = loader.stats()
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from typing import Iterator
+
+import numpy as np
+
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout
+from fwe_cli.loader.pipeline import Pipeline
+from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
+from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+
+ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbeat lines
+
+
+class FineWebLoader:
+    def __init__(self, config: LoaderConfig, heartbeat: Heartbeat | None = None):
+        if config.as_torch:
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
+        self.config = config
+        self.heartbeat = heartbeat or Heartbeat(config.heartbeat_dir, config.rank)
+        self._owns_heartbeat = heartbeat is None
+        self.created = time.perf_counter()
+        self.first_batch_s: float | None = None
+        self.fallback: dict | None = None
+        self.warmup_report: dict | None = None
+        self.fetch_s: list[float] = []
+        self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
+        self._queue_fill: list[int] = []
+        self._steps = 0
+        self._closed = False
+        self._start(config)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def _start(self, config: LoaderConfig) -> None:
+        self.pipeline = Pipeline(config, on_progress=self._progress)
+        self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth) if config.prefetch else None
+        self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
+
+    def _progress(self, info: dict) -> None:
+        self.heartbeat.emit("fineweb_progress", step=self._steps, **info)
+
+    def close(self, join_timeout: float = 1.0) -> None:
+        """Stop the producer and join its thread (waiting at most `join_timeout`). Safe to call twice.
+
+        A producer blocked inside a hung source read cannot be interrupted; it is a daemon thread, it is
+        reported by `producer_alive`, and it does not keep the process from exiting."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._prefetcher is not None:
+            self._prefetcher.close(timeout=join_timeout)
+        elif self._inline is not None:
+            self._inline.close()  # type: ignore[union-attr]
+        if self._owns_heartbeat:
+            self.heartbeat.close()
+
+    def __enter__(self) -> "FineWebLoader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    @property
+    def producer_alive(self) -> bool:
+        return self._prefetcher is not None and self._prefetcher.thread.is_alive()
+
+    @property
+    def tokenizer(self):
+        """The loaded tokenizer (waits for the producer to load it, up to loader_timeout)."""
+        self.pipeline.tokenizer_ready.wait(self.config.loader_timeout)
+        return self.pipeline.tokenizer
+
+    # -- warmup ------------------------------------------------------------------------------------
+    def warmup(self) -> dict:
+        """Wait up to warmup_timeout for warmup_batches queued batches; report requested/filled/wait_ms."""
+        requested = self.config.warmup_batches
+        t0 = time.perf_counter()
+        filled = 0
+        if requested and self._prefetcher is not None:
+            filled = self._prefetcher.wait_filled(requested, self.config.warmup_timeout)
+        self.warmup_report = {"requested": requested, "filled": min(filled, requested),
+                              "wait_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        self.heartbeat.emit("fineweb_loader_warmup", step=0, **self.warmup_report)
+        return self.warmup_report
+
+    # -- iteration ---------------------------------------------------------------------------------
+    def __iter__(self) -> "FineWebLoader":
+        return self
+
+    def _fetch(self, timeout: float):
+        if self._prefetcher is None:
+            return next(self._inline)  # type: ignore[arg-type]
+        try:
+            return self._prefetcher.get(timeout)
+        except TimeoutError:
+            which = "first batch" if self._steps == 0 else f"batch {self._steps + 1}"
+            stage = self.pipeline.stage
+            raise LoaderTimeout(f"no {which} within {timeout:g} s; producer stuck at: {stage}", stage=stage) from None
+        except ProducerFailed as exc:
+            cause = exc.__cause__
+            if isinstance(cause, FweError):
+                raise cause
+            raise LoaderError(f"loader producer failed while {self.pipeline.stage}: {exc}") from cause
+
+    def __next__(self):
+        return self.next_batch()
+
+    def next_batch(self, timeout: float | None = None):
+        """The next batch, waiting at most `timeout` seconds (default loader_timeout; prefetch only).
+
+        Raises StopIteration at the end of the data, LoaderTimeout naming the producer's stage, or the
+        producer's own error (a FweError as is, anything else as LoaderError with the cause chained)."""
+        if self._closed:
+            raise StopIteration
+        timeout = self.config.loader_timeout if timeout is None else timeout
+        if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
+            self.warmup()
+        t0 = time.perf_counter()
+        if self._prefetcher is not None:
+            self._queue_fill.append(self._prefetcher.qsize())
+        try:
+            batch = self._fetch(timeout)
+        except StopIteration:
+            raise
+        except FweError as exc:
+            if self._steps == 0 and self.config.synthetic_on_fail and self.fallback is None:
+                batch = self._fall_back(exc, timeout)
+            else:
+                self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
+                raise
+        dt = time.perf_counter() - t0
+        self._steps += 1
+        self.fetch_s.append(dt)
+        self._rolling.append(dt)
+        if self._steps == 1:
+            self.first_batch_s = time.perf_counter() - self.created
+            self.heartbeat.emit("fineweb_loader_ready", step=0, dt=round(self.first_batch_s, 6))
+        if self.heartbeat.path is not None:  # the rolling percentiles cost ~150 us a batch: only when written
+            roll = percentiles_ms(self._rolling)
+            self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
+                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"])
+        return batch
+
+    def _fall_back(self, exc: FweError, timeout: float):
+        reason = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"fwe: FALLING BACK TO SYNTHETIC DATA — real source failed: {reason}", RuntimeWarning,
+                      stacklevel=3)
+        self.heartbeat.emit("fineweb_loader_error", step=0, error=reason)
+        self.heartbeat.emit("fineweb_loader_fallback", step=0, reason=reason, source_from=self.config.source)
+        old = self.config
+        tokenizer = self.pipeline.tokenizer.name if self.pipeline.tokenizer is not None else "byte"
+        if self._prefetcher is not None:
+            self._prefetcher.close(timeout=1.0)
+        self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",
+                         "tokenizer": tokenizer}
+        self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None))
+        return self._fetch(timeout)
+
+    # -- stats -------------------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Counters and latencies so far (JSON-able)."""
+        p = self.pipeline
+        tok = p.tokenizer
+        fetch = percentiles_ms(self.fetch_s)
+        return {
+            "steps": self._steps,
+            "first_batch_s": self.first_batch_s,
+            "fetch_p50_ms": fetch["p50"], "fetch_p95_ms": fetch["p95"], "fetch_p99_ms": fetch["p99"],
+            "fetch_max_ms": fetch["max"],
+            "mean_queue_fill": float(np.mean(self._queue_fill)) if self._queue_fill else None,
+            "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
+            "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads,
+            "stage": p.stage,
+            "tokenizer": None if tok is None else {
+                "name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+                "backend_reason": getattr(tok, "backend_reason", None),
+                "docs_by_backend": dict(p.docs_by_backend),
+                "check_s": getattr(tok, "check_s", None)},
+            "source": p.documents.describe(),
+            "warmup": self.warmup_report,
+            "fallback": self.fallback,
+            "producer_alive": self.producer_alive,
+        }

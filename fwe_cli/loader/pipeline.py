@@ -1,0 +1,158 @@
+"""The producer pipeline: documents -> doc batches -> tokenize (in parallel, in order) -> pack -> batches.
+
+Runs on the prefetch thread (or inline without prefetch). Tokenization of doc batch k+1.. overlaps with
+packing of batch k: up to 2 x threads doc batches are in flight on a thread pool and results are taken
+strictly in submission order, so the batch stream never depends on thread count, queue depth or timing.
+`stage` always names what the producer is doing, so a stall can be reported precisely.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import Callable, Iterator
+
+import numpy as np
+
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.packing import Packer
+from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
+
+MAX_AUTO_THREADS = 8
+FIRST_DOC_BATCH = 4
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and launchers narrow), not the host's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def effective_threads(config: LoaderConfig) -> int:
+    """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
+    threads scale with cores (tiktoken, GPT-2, real FineWeb, this 2-core VM when quiet: 1 thread ~4.7 M tokens/s,
+    2 threads ~7.5 M); more threads than cores only add switching (3 threads: +15-25 % CPU per token). Threads
+    only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the child)."""
+    return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
+
+
+class Pipeline:
+    """State shared between the producer thread and the loader's stats (counters are only written here)."""
+
+    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
+                 tokenizer: DocTokenizer | None = None):
+        self.config = config
+        self.stage = "starting"
+        self.tokenizer = tokenizer
+        self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
+        self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
+        # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
+        self.docs = 0
+        self.tokens = 0
+        self.batches = 0
+        self.tokenize_s = 0.0
+        self.docs_by_backend: dict[str, int] = {}  # documents each tokenizer backend encoded for this pipeline
+        self.threads = effective_threads(config)
+        self._on_progress = on_progress
+        self._started = time.perf_counter()
+        self._lock = threading.Lock()
+        self.tokenizer_ready = threading.Event()
+
+    def _set_stage(self, stage: str) -> None:
+        self.stage = stage
+
+    def mark(self, name: str) -> None:
+        if name not in self.marks:
+            self.marks[name] = time.perf_counter()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        tokenizer = self.tokenizer
+        backend = getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
+        ids = backend.encode_docs(texts)
+        with self._lock:
+            self.tokenize_s += time.perf_counter() - t0
+            self.docs_by_backend[backend.backend] = self.docs_by_backend.get(backend.backend, 0) + len(texts)
+        return ids
+
+    def _doc_batches(self) -> Iterator[list[str]]:
+        docs = iter(self.documents)
+        # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
+        # 64 long documents' worth (measured: GPT-2, seq 1024 x 8, first batch 0.19 s -> see bench_first_batch).
+        size = min(FIRST_DOC_BATCH, self.config.doc_batch)
+        report = self.config.report_docs
+        while True:
+            chunk = [d.text for d in islice(docs, size)]
+            size = min(size * 2, self.config.doc_batch)
+            if not chunk:
+                return
+            before = self.docs
+            self.docs += len(chunk)
+            if report and self.docs // report != before // report:
+                elapsed = time.perf_counter() - self._started
+                self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
+                                   "docs_per_s": round(self.docs / elapsed, 2),
+                                   "tokens_per_s": round(self.tokens / elapsed, 1)})
+            yield chunk
+
+    def _token_arrays(self) -> Iterator[np.ndarray]:
+        if self.threads <= 1:
+            for texts in self._doc_batches():
+                self.stage = "tokenizing"
+                yield self._encode(texts)
+                self.stage = "reading documents"
+            return
+        pending: deque[Future] = deque()
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize") as pool:
+            try:
+                for texts in self._doc_batches():
+                    pending.append(pool.submit(self._encode, texts))
+                    while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
+                        self.stage = "tokenizing"
+                        yield pending.popleft().result()
+                    self.stage = "reading documents"
+                while pending:
+                    self.stage = "tokenizing"
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def __iter__(self) -> Iterator:
+        if self.tokenizer is None:
+            self.stage = f"loading tokenizer {self.config.tokenizer!r}"
+            self.tokenizer = load_tokenizer(self.config.tokenizer, self.config.tokenizer_backend)
+        self.mark("tokenizer_ready")
+        self.tokenizer_ready.set()
+        self.stage = "opening source"
+        packer = Packer(self.config.seq_len, self.config.batch_size)
+        to_output = _torch_converter() if self.config.as_torch else None
+        for ids in self._token_arrays():
+            self.stage = "packing"
+            self.tokens += len(ids)
+            for batch in packer.add(ids):
+                self.batches += 1
+                self.mark("first_batch")
+                yield to_output(batch) if to_output else batch
+                if self.batches == 1:  # the fast backend's proof starts only now: it never delays batch 1
+                    getattr(self.tokenizer, "start_upgrade", lambda: None)()
+                self.stage = "reading documents"
+        self.stage = "finished"
+
+
+def _torch_converter() -> Callable[[np.ndarray], object]:
+    """numpy -> torch tensor, pinned when CUDA is present (done here, off the training thread)."""
+    import torch
+
+    pin = torch.cuda.is_available()
+
+    def convert(batch: np.ndarray):
+        tensor = torch.from_numpy(batch)
+        return tensor.pin_memory() if pin else tensor
+
+    convert.pinned = pin  # type: ignore[attr-defined]
+    return convert

@@ -1,0 +1,62 @@
+"""Stream a dataset from the Hugging Face Hub (or any HF_ENDPOINT) through `datasets`.
+
+`datasets` is imported here, lazily: it costs ~1-2 s of imports that local and synthetic runs skip.
+HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from fwe_cli.loader.documents import Document
+from fwe_cli.errors import SourceError
+from fwe_cli.loader.transient import attempts_note, call_with_retries
+
+
+REVISION_TIMEOUT_S = 30.0
+
+
+def hub_revision(dataset: str, timeout: float = REVISION_TIMEOUT_S) -> str | None:
+    """The commit sha the dataset's default branch points at now, or None when the Hub cannot say.
+
+    `fwe bootstrap` records it in the manifest and pins it on resume, so a resumed copy reads the same data.
+    """
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(dataset, timeout=timeout).sha
+    except Exception:  # offline, gated, or an endpoint without the API: the revision is simply unknown
+        return None
+
+
+def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | None = None,
+                    all_columns: bool = False):
+    """Handshake, metadata and file listing: returns the streaming IterableDataset.
+
+    Only `text` and `id` are kept unless `all_columns`; `revision` pins a commit (None: the default branch).
+    Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient.
+    """
+    try:
+        from datasets import load_dataset
+
+        stream = call_with_retries(
+            lambda: load_dataset(dataset, name=name, split=split, streaming=True, revision=revision),
+            f"opening Hub dataset {dataset}")
+    except Exception as exc:  # datasets/huggingface_hub raise many types; keep the cause chained
+        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r})"
+                          f"{attempts_note(exc)}: {exc}") from exc
+    columns = stream.column_names
+    if columns and "text" not in columns:
+        raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
+    if columns and not all_columns:
+        stream = stream.select_columns([c for c in ("text", "id") if c in columns])
+    return stream
+
+
+def iter_hub(stream, dataset: str) -> Iterator[Document]:
+    for index, row in enumerate(stream):
+        text = row.get("text")
+        if not isinstance(text, str):
+            continue
+        rid = row.get("id")
+        yield Document(text=text, id=rid if isinstance(rid, str) else f"{dataset}#{index}")

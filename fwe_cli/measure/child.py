@@ -1,0 +1,141 @@
+"""One measured loader run in a fresh interpreter (spawned by `fwe measure` / `fwe tune`, not run by hand).
+
+The parent starts `python -c "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)" SPEC`,
+so interpreter start, imports, tokenizer load and the Hub handshake all fall inside the measurement. SPEC is a
+JSON file: {"config": LoaderConfig.to_dict(), "steps", "step_ms", "spawn_wall", "result_path"}. The result (JSON)
+goes to result_path; the exit code is 0 even when the loader failed (the error is in the result).
+
+First-batch phases are consecutive differences of milestones, so they add up to first_batch_s exactly:
+interpreter_start (spawn -> first line) | imports | tokenizer_ready | source_opened | first_document |
+first_batch (producer emitted batch 1) | warmup_filled (warmup wait, then the hand-off to the consumer).
+
+Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows that doc batch value's tokenize
+calls in this process; see `_plant_slow_doc_batch`.
+"""
+
+import os
+import time
+
+PHASES = ("interpreter_start", "imports", "tokenizer_ready", "source_opened", "first_document", "first_batch",
+          "warmup_filled")
+SLOW_DOC_BATCH_HOOK = "FWE_TEST_SLOW_DOC_BATCH"
+TEST_HOOK_VARS = (SLOW_DOC_BATCH_HOOK,)
+
+
+def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
+    """TEST HOOK, for `fwe tune`'s acceptance test only: FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> makes every
+    tokenize call of a run whose doc_batch equals <doc batch> sleep <ms> first. Read here, in the measurement
+    child, and nowhere else: a training job's loader never sees it."""
+    raw = os.environ.get(SLOW_DOC_BATCH_HOOK)
+    if not raw:
+        return None
+    from fwe_cli.errors import ConfigError
+    from fwe_cli.loader.pipeline import Pipeline
+
+    value, _, ms = raw.partition(":")
+    try:
+        slow_doc_batch, delay_s = int(value), float(ms) / 1000.0
+    except ValueError:
+        raise ConfigError(f"{SLOW_DOC_BATCH_HOOK}={raw!r} is not <doc batch>:<ms per doc batch>") from None
+    if doc_batch != slow_doc_batch:
+        return None
+    encode = Pipeline._encode
+
+    def slowed(self, texts):
+        time.sleep(delay_s)
+        return encode(self, texts)
+
+    Pipeline._encode = slowed
+    return {"var": SLOW_DOC_BATCH_HOOK, "doc_batch": slow_doc_batch, "ms_per_doc_batch": delay_s * 1000.0}
+
+
+def _steady(loader, steps: int, step_ms: float) -> dict:
+    import numpy as np
+    import psutil
+
+    from fwe_cli.loader.telemetry import percentiles_ms
+
+    proc = psutil.Process()
+    blocked, fills = [], []
+    docs0, cpu0, t0 = loader.pipeline.docs, proc.cpu_times(), time.perf_counter()
+    pulled = 0
+    for _ in range(steps):
+        fills.append(loader._prefetcher.qsize() if loader._prefetcher is not None else 0)
+        s = time.perf_counter()
+        try:
+            batch = loader.next_batch()
+        except StopIteration:
+            break
+        blocked.append(time.perf_counter() - s)
+        pulled += int(np.prod(batch.shape))
+        if step_ms:
+            time.sleep(step_ms / 1000.0)
+    wall = time.perf_counter() - t0
+    cpu1 = proc.cpu_times()
+    lat = percentiles_ms(blocked)
+    return {
+        "steps": len(blocked), "wall_s": round(wall, 6),
+        "fetch_p50_ms": lat["p50"], "fetch_p95_ms": lat["p95"], "fetch_p99_ms": lat["p99"], "fetch_max_ms": lat["max"],
+        "stall_fraction": round(sum(blocked) / wall, 6) if wall else None,
+        "tokens_per_s": round(pulled / wall, 1) if wall else None,
+        "docs_per_s": round((loader.pipeline.docs - docs0) / wall, 2) if wall else None,
+        "mean_queue_fill": round(float(np.mean(fills)), 3) if fills else None,
+        "cpu_percent": round(100 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall, 1) if wall else None,
+    }
+
+
+def main(t0_wall: float) -> None:
+    import sys
+
+    import orjson
+
+    perf_at_t0 = time.perf_counter() - (time.time() - t0_wall)  # t0_wall on this process's perf_counter clock
+    spec = orjson.loads(open(sys.argv[1], "rb").read())
+    from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.errors import FweError
+    from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
+    from fwe_cli.loader.fineweb_loader import FineWebLoader
+
+    config = LoaderConfig.from_dict(spec["config"])
+    counting = False
+    if config.source == "hub":
+        import datasets  # noqa: F401 - part of the imports phase for Hub runs
+    if uses_hub(config.source, config.tokenizer):
+        counting = start_counting()
+    t_imports = time.perf_counter()
+    result: dict = {"error": None}
+    try:
+        result["test_hook"] = _plant_slow_doc_batch(config.doc_batch)
+    except FweError as exc:
+        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": None}
+        with open(spec["result_path"], "wb") as handle:
+            handle.write(orjson.dumps(result))
+        return
+    loader = FineWebLoader(config)
+    try:
+        if config.warmup_batches:
+            loader.warmup()
+        loader.next_batch()
+        t_first = time.perf_counter()
+        marks = loader.pipeline.marks
+        edges = [perf_at_t0 + (spec["spawn_wall"] - t0_wall), perf_at_t0, t_imports]
+        for name in ("tokenizer_ready", "source_opened", "first_document", "first_batch"):
+            edges.append(max(marks.get(name, edges[-1]), edges[-1]))
+        edges.append(t_first)
+        result["phases"] = {name: round(b - a, 6) for name, a, b in zip(PHASES, edges, edges[1:])}
+        result["first_batch_s"] = round(t_first - edges[0], 6)
+        result["requests_by_phase"] = (
+            {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
+            if counting else None)
+        result["steady"] = _steady(loader, spec["steps"], spec["step_ms"])
+    except FweError as exc:
+        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": getattr(exc, "stage", None)}
+    finally:
+        loader.close()
+    import resource
+
+    result["requests"] = len(counted()) if counting else None
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["loader"] = loader.stats()
+    with open(spec["result_path"], "wb") as handle:
+        handle.write(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY))

@@ -1,0 +1,112 @@
+"""Smoke test of the loader: time to first batch, a few more batches, and checks on what came out.
+
+`run_smoke` never raises for a loader failure: it returns the result (ok false, error filled in) together
+with the exception, so the caller can both write the artifact and map the exception to an exit code.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+
+import fwe_cli
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.errors import FweError, LoaderTimeout
+from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
+from fwe_cli.loader.fineweb_loader import FineWebLoader
+
+SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
+
+
+def check_batches(batches: list[np.ndarray], config: LoaderConfig, vocab_size: int, eos_id: int) -> list[dict]:
+    """Shape, dtype, id range and separator checks; each {name, ok, detail}."""
+    checks = []
+    shape = (config.batch_size, config.seq_len)
+    bad_shape = [i for i, b in enumerate(batches) if tuple(b.shape) != shape]
+    checks.append({"name": "shape", "ok": not bad_shape,
+                   "detail": f"expected {list(shape)}" + (f"; wrong in batches {bad_shape}" if bad_shape else "")})
+    bad_dtype = sorted({str(b.dtype) for b in batches} - {"int32"})
+    checks.append({"name": "dtype", "ok": not bad_dtype, "detail": "int32" if not bad_dtype else f"got {bad_dtype}"})
+    lo = min(int(b.min()) for b in batches)
+    hi = max(int(b.max()) for b in batches)
+    checks.append({"name": "id_range", "ok": lo >= 0 and hi < vocab_size,
+                   "detail": f"ids in [{lo}, {hi}], vocab_size {vocab_size}"})
+    pulled = sum(int(b.size) for b in batches)
+    separators = sum(int(np.count_nonzero(b == eos_id)) for b in batches)
+    enough = pulled >= SEPARATOR_CHECK_MIN_TOKENS
+    checks.append({"name": "separators", "ok": separators > 0 or not enough,
+                   "detail": f"{separators} end-of-document ids (id {eos_id}) in {pulled} tokens"
+                   + ("" if separators or enough else "; too few tokens pulled to require one")})
+    return checks
+
+
+def _as_numpy(batch) -> np.ndarray:
+    return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
+
+
+def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None) -> tuple[dict, Exception | None]:
+    """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise."""
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    deadline = time.perf_counter() + config.loader_timeout
+    pulled: list[np.ndarray] = []
+    error: Exception | None = None
+    counting = uses_hub(config.source, config.tokenizer) and start_counting()
+    requests_before = len(request_times())
+    loader = FineWebLoader(config)
+    t0 = loader.created
+    try:
+        if config.warmup_batches:
+            loader.warmup()
+        for _ in range(batches):
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise LoaderTimeout(f"smoke deadline of {config.loader_timeout:g} s passed after {len(pulled)} batches",
+                                    stage=loader.pipeline.stage)
+            try:
+                pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
+            except StopIteration:
+                break
+    except FweError as exc:
+        error = exc
+    finally:
+        t_end = time.perf_counter()
+        loader.close(join_timeout=0.5 if error else 2.0)
+    stats = loader.stats()
+    tok = stats["tokenizer"]
+    checks = check_batches(pulled, config, tok["vocab_size"], tok["eos_id"]) if pulled and tok else []
+    if error is None and not pulled:
+        checks.append({"name": "batches", "ok": False, "detail": "the source ended before one full batch"})
+    tokens = sum(int(b.size) for b in pulled)
+    result = {
+        "ok": error is None and bool(pulled) and all(c["ok"] for c in checks),
+        "first_batch_s": stats["first_batch_s"],
+        "batches": len(pulled),
+        "shape": [config.batch_size, config.seq_len],
+        "dtype": "int32",
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / (t_end - t0), 1) if tokens else 0.0,
+        # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
+        "requests": len(request_times()) - requests_before if counting else None,
+        "tokenizer": tok,
+        "source": stats["source"],
+        "fallback": stats["fallback"],
+        "warmup": stats["warmup"],
+        "checks": checks,
+        "error": None if error is None else {"type": type(error).__name__, "message": str(error),
+                                             "stage": getattr(error, "stage", stats["stage"])},
+        "loader": stats,
+        "config": config.to_dict(),
+        "env": env_snapshot(),
+        "host": host_facts(),
+        "versions": package_versions(),
+        "fwe_version": fwe_cli.__version__,
+        "started": started,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    }
+    if save_path and pulled:
+        np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
+        result["saved_batches"] = save_path
+    return result, error

@@ -1,0 +1,206 @@
+"""Tuning sweep: which doc batch, queue depth (and tokenizer thread count) serve this node best.
+
+Every trial is one `fwe_cli.measure.phase0.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
+state over `steps` steps — with one setting. Trials run round by round (A B C, A B C, ...) so slow drift on the
+node hits every setting alike, and a sweep cut short by its budget still covers every setting once it has
+finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`. Run it as `fwe tune` (fwe_cli/cli/tune_cmd.py):
+
+    fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60
+
+Budget: a trial starts only while the elapsed time plus the median duration of the trials so far fits in
+budget_s (the first trial always starts); a trial that is running when the budget ends is finished, never
+killed (each is bounded by run_timeout). Trials not run make the result partial.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import fwe_cli
+from fwe_cli.artifacts import write_atomic
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.errors import ConfigError
+from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.measure.phase0 import DEFAULT_TARGETS, spawn_run
+from fwe_cli.measure.child import TEST_HOOK_VARS
+from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
+
+DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
+DEFAULT_QUEUE_DEPTHS = (1, 2, 4, 8, 16)
+
+
+def parse_grid(text: str, flag: str, minimum: int = 1) -> tuple[int, ...]:
+    """'16,32,64' -> (16, 32, 64), sorted; ConfigError naming the flag and the bad entry."""
+    values = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            value = int(item)
+        except ValueError:
+            raise ConfigError(f"{flag} entry {item!r} is not an integer (give a comma list like 16,32,64)") from None
+        if value < minimum:
+            raise ConfigError(f"{flag} entry {value} must be >= {minimum}")
+        if value in values:
+            raise ConfigError(f"{flag} lists {value} twice")
+        values.append(value)
+    return tuple(sorted(values))
+
+
+def _check_grid(name: str, grid, minimum: int) -> None:
+    if not isinstance(grid, tuple) or not grid:
+        raise ConfigError(f"{name} must be a non-empty tuple of integers, got {grid!r}")
+    for value in grid:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"{name} entries must be integers >= {minimum}, got {value!r}")
+    if len(set(grid)) != len(grid):
+        raise ConfigError(f"{name} lists a value twice: {grid!r}")
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """What `fwe tune` sweeps and how carefully."""
+
+    doc_batches: tuple = DEFAULT_DOC_BATCHES
+    """Doc batch values (NSA_FWE_DOC_BATCH) to try."""
+    queue_depths: tuple = DEFAULT_QUEUE_DEPTHS
+    """Prefetch queue depths (NSA_FWE_Q) to try."""
+    threads: tuple | None = None
+    """Tokenizer thread counts (NSA_FWE_TOKENIZER_THREADS, 0 = per core) to try; None keeps the config's value."""
+    steps: int = 200
+    """Steady-state steps measured per trial."""
+    step_ms: float = 0.0
+    """Simulated consumer compute per step (ms); 0 = the loader is the bottleneck (raw throughput)."""
+    repeats: int = 3
+    """Trials per setting, interleaved round by round."""
+    budget_s: float = 900.0
+    """Wall-clock limit for the whole sweep, seconds."""
+    objective: str = "tokens_per_s"
+    """'tokens_per_s' (maximise steady-state throughput) or 'stall' (minimise stall fraction; needs step_ms)."""
+    run_timeout: float = 120.0
+    """Seconds one trial (a subprocess) may take before it is killed and counted as failed."""
+    targets: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
+    """KPI limits as in `fwe measure`; tune uses fetch_p95_ms as its constraint."""
+
+    def __post_init__(self) -> None:
+        _check_grid("doc_batches", self.doc_batches, 1)
+        _check_grid("queue_depths", self.queue_depths, 1)
+        if self.threads is not None:
+            _check_grid("threads", self.threads, 0)
+        for name in ("steps", "repeats"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
+        if self.step_ms < 0:
+            raise ConfigError(f"step_ms must be >= 0, got {self.step_ms!r}")
+        if self.objective == "stall" and self.step_ms == 0:
+            raise ConfigError("objective 'stall' needs --step-ms > 0: with no compute per step every setting "
+                              "stalls ~100 % of the time; give your real step time")
+        for name in ("budget_s", "run_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if "fetch_p95_ms" not in self.targets:
+            raise ConfigError("targets must include fetch_p95_ms")
+
+    def settings(self) -> list[dict]:
+        """Every setting of the grid, threads outermost, then doc batch, then Q (the order of a round)."""
+        threads = self.threads if self.threads is not None else (None,)
+        return [{"doc_batch": d, "queue_depth": q, **({} if t is None else {"tokenizer_threads": t})}
+                for t in threads for d in self.doc_batches for q in self.queue_depths]
+
+    def trial_order(self) -> list[tuple[int, dict]]:
+        """(repeat, setting) pairs: round 1 over every setting, then round 2, ..."""
+        return [(repeat, setting) for repeat in range(self.repeats) for setting in self.settings()]
+
+    def to_dict(self) -> dict:
+        return {"doc_batches": list(self.doc_batches), "queue_depths": list(self.queue_depths),
+                "threads": None if self.threads is None else list(self.threads), "steps": self.steps,
+                "step_ms": self.step_ms, "repeats": self.repeats, "budget_s": self.budget_s,
+                "objective": self.objective, "run_timeout": self.run_timeout}
+
+
+def trial_configs(base: LoaderConfig, plan: TunePlan) -> dict[str, LoaderConfig]:
+    """label -> the base config with that setting applied; ConfigError up front for a setting the base cannot take."""
+    return {setting_label(s): base.replace(**s) for s in plan.settings()}
+
+
+def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callable[[str], None] = lambda m: None,
+             clock: Callable[[], float] = time.monotonic) -> dict:
+    """Run the sweep within plan.budget_s; write each trial's files under out_dir; return the summary (unwritten)."""
+    objective = OBJECTIVES[plan.objective]
+    order = plan.trial_order()
+    configs = trial_configs(base, plan)
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    t0 = clock()
+    trials: list[dict] = []
+    stopped = None
+    for index, (repeat, setting) in enumerate(order):
+        elapsed = clock() - t0
+        expected = statistics.median(t["duration_s"] for t in trials) if trials else 0.0
+        if trials and elapsed + expected > plan.budget_s:
+            stopped = (f"budget: {elapsed:.1f} s of {plan.budget_s:g} s used; the next trial takes ~{expected:.1f} s; "
+                       f"{len(order) - index} of {len(order)} trials not run")
+            break
+        label = setting_label(setting)
+        run_dir = os.path.join(out_dir, f"trial{index:03d}-r{repeat}-" + label.replace("=", "").replace(" ", "-"))
+        begin = clock()
+        record = spawn_run(configs[label], "trial", run_dir, plan.steps, plan.step_ms, timeout=plan.run_timeout)
+        duration = clock() - begin
+        trials.append({"index": index, "repeat": repeat, "setting": setting, "started_s": round(begin - t0, 3),
+                       "duration_s": round(duration, 3), **record})
+        result = ("FAILED: " + record["error"]["message"][:80] if record.get("error")
+                  else format_value(record.get(objective.metric), objective))
+        progress(f"trial {index + 1}/{len(order)} (round {repeat + 1}/{plan.repeats}) {label}: {result} "
+                 f"[{clock() - t0:.0f}/{plan.budget_s:g} s]")
+    elapsed = clock() - t0
+    target = plan.targets["fetch_p95_ms"]
+    ranked = rank_settings(plan.settings(), trials, objective, target)
+    recommendation = recommend(ranked, objective, target, swept_threads=plan.threads is not None)
+    return {
+        "recommendation": recommendation,
+        "partial": len(trials) < len(order),
+        "budget": {"budget_s": plan.budget_s, "elapsed_s": round(elapsed, 3), "trials_planned": len(order),
+                   "trials_run": len(trials), "stopped": stopped},
+        "objective": {"name": plan.objective, "metric": objective.metric,
+                      "direction": "max" if objective.sign > 0 else "min", "label": objective.label},
+        "rule": RULE,
+        "settings": ranked,
+        "trials": trials,
+        "plan": plan.to_dict(), "targets": plan.targets,
+        "config": base.to_dict(), "env": env_snapshot(),
+        "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},
+        "host": host_facts(), "versions": package_versions(), "fwe_version": fwe_cli.__version__,
+        "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    }
+
+
+def env_file_text(summary: dict) -> str:
+    """fwe.env: comment lines, then NAME=value lines (source with `set -a; . fwe.env; set +a`, docker --env-file,
+    systemd EnvironmentFile=). Raises ConfigError when there is no recommendation to write."""
+    rec = summary["recommendation"]
+    if rec is None:
+        raise ConfigError("no recommendation: no setting was measured successfully")
+    budget = summary["budget"]
+    state = "PARTIAL — " + (budget["stopped"] or "") if summary["partial"] else "complete"
+    lines = [
+        f"# fwe tune {summary['finished']} on {summary['host']['hostname']}: {rec['label']}",
+        f"# objective {summary['objective']['name']}: median {format_value(rec['median'], OBJECTIVES[summary['plan']['objective']])}, "
+        f"fetch p95 {rec['fetch_p95_ms']:.1f} ms; "
+        f"{budget['trials_run']}/{budget['trials_planned']} trials ({state})",
+        f"# confidence: {rec['confidence']} — {rec['reason']}",
+        "# apply: set -a; . ./fwe.env; set +a   (or docker run --env-file fwe.env, systemd EnvironmentFile=)",
+    ]
+    if summary.get("test_hooks"):
+        lines.append(f"# WARNING: measured with test hooks active: {summary['test_hooks']}")
+    lines += [f"{name}={value}" for name, value in rec["env"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_env_file(path: str, summary: dict) -> str:
+    """Write fwe.env atomically (temporary file, then rename)."""
+    return write_atomic(path, env_file_text(summary).encode("utf-8"))

@@ -1,0 +1,29 @@
+"""Plain helpers the tests import (fixtures live in conftest.py): repository root, JSONL writing, a fresh `fwe`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def run_fwe(*args: str, env: dict | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None):
+    """Run `python -m fwe_cli ARGS` in a fresh interpreter; returns CompletedProcess (text).
+
+    Only for behaviour that belongs to a process (signals, kill -9, exit under a hung thread, a fresh interpreter's
+    imports); everything else goes through Typer's CliRunner in-process."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    full_env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "fwe_cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=cwd)

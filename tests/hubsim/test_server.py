@@ -1,0 +1,247 @@
+"""The test Hub server itself, spoken to with http.client: Hub-shaped answers, Range reads, errors, faults,
+the request log and the RTT proxy. Fast (no Hub client imported); the client-level tests are in
+test_hub_smoke.py and test_hub_clients.py."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from fwe_cli.loader.sources.synthetic import synthetic_record
+from tests.hubsim import handler
+from tests.hubsim.fixtures import TEST_SPEC
+from tests.hubsim.repos import DATASET_REPO, MODEL_REPO, SCHEMA
+from tests.hubsim.requestlog import read_log
+
+DS = f"/datasets/{DATASET_REPO}"
+API = f"/api/datasets/{DATASET_REPO}"
+SHARD0 = "sample/10BT/000_00000.parquet"
+
+
+def request(url: str, method: str, path: str, headers: dict | None = None, timeout: float = 10.0):
+    """(status, headers dict, body bytes) of one request on a fresh connection."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def sha_of(hub) -> str:
+    return orjson.loads(request(hub.url, "GET", f"{API}/revision/main")[2])["sha"]
+
+
+def test_repos_have_the_real_schema_row_groups_and_names(hubsim_root):
+    """Shards are named 000_00000.parquet..., have the ten-column schema, 1,000-row row groups, and row i
+    is synthetic_record(seed, i) across shards."""
+    files = sorted((hubsim_root / "datasets" / DATASET_REPO / "sample" / "10BT").glob("*.parquet"))
+    assert [f.name for f in files] == ["000_00000.parquet", "001_00000.parquet"]
+    meta = pq.ParquetFile(files[1]).metadata
+    assert pq.read_schema(files[0]) == SCHEMA
+    assert all(meta.row_group(i).num_rows == TEST_SPEC.row_group_rows for i in range(meta.num_row_groups))
+    first_of_second = pq.read_table(files[1]).slice(0, 1).to_pylist()[0]
+    rows_in_first = pq.ParquetFile(files[0]).metadata.num_rows
+    assert first_of_second == synthetic_record(TEST_SPEC.seed, rows_in_first)
+    card = (hubsim_root / "datasets" / DATASET_REPO / "README.md").read_text()
+    assert "config_name: sample-10BT" in card and "path: sample/10BT/*.parquet" in card
+    assert (hubsim_root / "models" / MODEL_REPO / "tokenizer.json").stat().st_size > 1_000_000
+
+
+def test_head_resolve_carries_commit_etag_and_length(hub, hubsim_root):
+    """HEAD of a file: X-Repo-Commit (the revision sha), ETag (git blob sha1), Content-Length, no body."""
+    status, headers, body = request(hub.url, "HEAD", f"{DS}/resolve/main/README.md")
+    data = (hubsim_root / "datasets" / DATASET_REPO / "README.md").read_bytes()
+    assert status == 200 and body == b""
+    assert headers["X-Repo-Commit"] == sha_of(hub)
+    assert headers["ETag"] == f'"{git_blob_sha1(data)}"'
+    assert int(headers["Content-Length"]) == len(data)
+
+
+def test_parquet_is_lfs_with_sha256_etag(hub, hubsim_root):
+    """An LFS file: ETag and X-Linked-Etag are the sha256 of the content; the tree lists lfs.oid the same."""
+    data = (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
+    _, headers, _ = request(hub.url, "HEAD", f"{DS}/resolve/main/{SHARD0}")
+    digest = hashlib.sha256(data).hexdigest()
+    assert headers["ETag"] == headers["X-Linked-Etag"] == f'"{digest}"'
+    tree = orjson.loads(request(hub.url, "GET", f"{API}/tree/main/sample%2F10BT")[2])
+    entry = next(e for e in tree if e["path"] == SHARD0)
+    assert entry["lfs"]["oid"] == digest and entry["size"] == len(data)
+
+
+@pytest.mark.parametrize("header, first, last", [("bytes=100-199", 100, 199), ("bytes=-10", None, None),
+                                                  ("bytes=5-", 5, None)])
+def test_range_reads_answer_206_with_content_range(hub, hubsim_root, header, first, last):
+    """Range -> 206, Content-Range 'bytes A-B/SIZE' and exactly those bytes (suffix and open ranges too)."""
+    data = (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
+    size = len(data)
+    first = size - 10 if first is None else first
+    last = size - 1 if last is None else last
+    status, headers, body = request(hub.url, "GET", f"{DS}/resolve/main/{SHARD0}", {"Range": header})
+    assert status == 206
+    assert headers["Content-Range"] == f"bytes {first}-{last}/{size}"
+    assert body == data[first:last + 1]
+
+
+def test_unsatisfiable_range_is_416(hub):
+    """A range past the end is refused with 416 and Content-Range 'bytes */SIZE'."""
+    status, headers, _ = request(hub.url, "GET", f"{DS}/resolve/main/README.md", {"Range": "bytes=999999-"})
+    assert status == 416 and headers["Content-Range"].startswith("bytes */")
+
+
+def test_revision_info_and_repo_info(hub):
+    """/revision/{rev} and the revision-less info give the same sha, all siblings and the card's configs."""
+    status, _, body = request(hub.url, "GET", f"{API}/revision/main")
+    info = orjson.loads(body)
+    assert status == 200 and len(info["sha"]) == 40
+    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", SHARD0, "sample/10BT/001_00000.parquet"}
+    config = info["cardData"]["configs"][0]
+    assert config == {"config_name": "sample-10BT", "data_files": [{"split": "train", "path": "sample/10BT/*.parquet"}]}
+    assert orjson.loads(request(hub.url, "GET", API)[2])["sha"] == info["sha"]
+    assert orjson.loads(request(hub.url, "GET", f"{API}/revision/{info['sha']}")[2])["sha"] == info["sha"]
+    model = orjson.loads(request(hub.url, "GET", f"/api/models/{MODEL_REPO}")[2])
+    assert model["modelId"] == MODEL_REPO and {"README.md", "tokenizer.json"} <= {s["rfilename"] for s in model["siblings"]}
+
+
+@pytest.mark.parametrize("method, path, status, code", [
+    ("GET", "/api/datasets/nobody/nothing/revision/main", 401, "RepoNotFound"),
+    ("HEAD", "/datasets/nobody/nothing/resolve/main/README.md", 401, "RepoNotFound"),
+    ("GET", f"{API}/revision/v9", 404, "RevisionNotFound"),
+    ("HEAD", f"{DS}/resolve/main/fineweb-edu.py", 404, "EntryNotFound"),
+    ("GET", f"{API}/tree/main/no/such/dir", 404, "EntryNotFound"),
+])
+def test_errors_carry_hub_error_codes(hub, method, path, status, code):
+    """Missing repo / revision / file answer like the Hub: status plus X-Error-Code (clients map these)."""
+    got, headers, _ = request(hub.url, method, path)
+    assert (got, headers.get("X-Error-Code")) == (status, code)
+    if code == "EntryNotFound":
+        assert headers["X-Repo-Commit"] == sha_of(hub), "lets huggingface_hub cache the miss"
+
+
+def test_tree_path_may_be_url_encoded_and_pages_follow_link(hub, monkeypatch):
+    """'sample%2F10BT' lists the same as 'sample/10BT'; with small pages, Link rel=next walks all entries."""
+    encoded = orjson.loads(request(hub.url, "GET", f"{API}/tree/main/sample%2F10BT?recursive=false&expand=false")[2])
+    plain = orjson.loads(request(hub.url, "GET", f"{API}/tree/main/sample/10BT")[2])
+    assert encoded == plain and [e["path"] for e in plain] == [SHARD0, "sample/10BT/001_00000.parquet"]
+    full = orjson.loads(request(hub.url, "GET", f"{API}/tree/main?recursive=true")[2])
+    assert {e["type"] for e in full} == {"file", "directory"} and len(full) == 5
+    monkeypatch.setattr(handler, "TREE_PAGE", 2)
+    pages, path = [], f"{API}/tree/main?recursive=true"
+    while path:
+        _, headers, body = request(hub.url, "GET", path)
+        pages.append(orjson.loads(body))
+        link = headers.get("Link")
+        path = urlsplit(link[1:link.index(">")]).path + "?" + urlsplit(link[1:link.index(">")]).query if link else None
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert [e for p in pages for e in p] == full
+
+
+def test_agent_harnesses_and_unknown_endpoints(hub):
+    """/api/agent-harnesses answers the empty registry; an unknown endpoint is a logged 404."""
+    status, _, body = request(hub.url, "GET", "/api/agent-harnesses")
+    assert status == 200 and orjson.loads(body) == {"standardEnvVars": [], "harnesses": {}}
+    assert request(hub.url, "GET", "/api/spaces/x/y")[0] == 404
+    assert [r["status"] for r in hub.requests()] == [200, 404]
+
+
+def test_fail_count_then_success_with_retry_after(hub):
+    """fail_count=2 x 429 with Retry-After: exactly the first two matching requests fail, with the header;
+    requests that do not match are never failed."""
+    hub.set_faults(fail_count=2, fail_status=429, retry_after=3, fail_match="README")
+    assert request(hub.url, "GET", "/api/agent-harnesses")[0] == 200
+    answers = [request(hub.url, "GET", f"{DS}/resolve/main/README.md") for _ in range(3)]
+    assert [a[0] for a in answers] == [429, 429, 200]
+    assert answers[0][1]["Retry-After"] == "3"
+    assert [r["fault"] for r in hub.requests()] == [None, "fail", "fail", None]
+
+
+def test_fail_distinct_spreads_failures_over_different_requests(hub):
+    """With fail_distinct, a repeated request line is failed once, so the second failure hits another."""
+    hub.set_faults(fail_count=2, fail_distinct=True, fail_match="resolve")
+    statuses = [request(hub.url, "HEAD", f"{DS}/resolve/main/{p}")[0] for p in ("README.md", "README.md", SHARD0)]
+    assert statuses == [503, 200, 503]
+
+
+def test_drop_cuts_the_body_after_k_bytes_once(hub):
+    """drop_after_bytes=1000: the first matching answer sends its full Content-Length header, 1000 body
+    bytes, then the connection ends; the next answer is whole."""
+    hub.set_faults(drop_after_bytes=1000, drop_match="parquet")
+    with pytest.raises(http.client.IncompleteRead) as cut:
+        request(hub.url, "GET", f"{DS}/resolve/main/{SHARD0}", {"Range": "bytes=0-99999"})
+    assert len(cut.value.partial) == 1000
+    status, _, body = request(hub.url, "GET", f"{DS}/resolve/main/{SHARD0}", {"Range": "bytes=0-99999"})
+    assert status == 206 and len(body) == 100_000
+    assert [(r["fault"], r["bytes"]) for r in hub.requests()] == [("drop", 1000), (None, 100_000)]
+
+
+def test_stall_never_answers_until_faults_change(hub):
+    """A stalled request gets no answer (the client times out); it is logged as 'stall' on arrival."""
+    hub.set_faults(stall_match="agent-harnesses")
+    with pytest.raises((socket.timeout, TimeoutError)):
+        request(hub.url, "GET", "/api/agent-harnesses", timeout=0.5)
+    assert [r["fault"] for r in hub.requests()] == ["stall"]
+    hub.set_faults()
+    assert request(hub.url, "GET", "/api/agent-harnesses")[0] == 200
+
+
+def test_delay_is_added_to_every_request(hub):
+    """delay_s=0.2: each answer takes at least the injected 0.2 s (lower bound only)."""
+    hub.set_faults(delay_s=0.2)
+    for _ in range(2):
+        started = time.monotonic()
+        assert request(hub.url, "GET", "/api/agent-harnesses")[0] == 200
+        assert time.monotonic() - started >= 0.2
+
+
+def test_request_log_file_mirrors_memory_with_templated_endpoints(hub):
+    """The JSON-lines log holds the same records; endpoints replace repo ids, shas and shard numbers."""
+    sha = sha_of(hub)
+    request(hub.url, "GET", f"{DS}/resolve/{sha}/{SHARD0}", {"Range": "bytes=0-9"})
+    records = hub.requests()
+    assert read_log(hub.workdir / "requests.jsonl") == records
+    assert [r["endpoint"] for r in records] == ["GET /api/datasets/{repo}/revision/main",
+                                                "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet"]
+    assert records[1]["range"] == "bytes=0-9" and records[1]["status"] == 206 and records[1]["bytes"] == 10
+
+
+def test_rtt_proxy_adds_round_trips_and_keeps_bytes(hub, hubsim_root):
+    """Through the proxy (rtt 0.1 s, 2 handshake RTTs) the first answer on a connection takes >= 0.3 s,
+    the next on the same connection >= 0.1 s, and the bytes are unchanged."""
+    rtt = 0.1
+    proxy = hub.add_rtt(rtt, handshake_rtts=2)
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    timings = []
+    for _ in range(2):
+        started = time.monotonic()
+        conn.request("GET", f"{DS}/resolve/main/{SHARD0}")
+        body = conn.getresponse().read()
+        timings.append(time.monotonic() - started)
+    conn.close()
+    assert body == (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
+    assert timings[0] >= 3 * rtt and timings[1] >= rtt
+    assert proxy.connections == 1 and {r["conn"] for r in hub.requests()} == {hub.requests()[0]["conn"]}
+
+
+def test_build_writes_manifest(tmp_path: Path):
+    """build_repos with 2 shards and a tiny size still writes one full row group per shard and a manifest."""
+    from tests.hubsim.repos import BuildSpec, build_repos
+
+    manifest = build_repos(tmp_path, BuildSpec(mb=0.1, shards=2, seed=3, row_group_rows=50))
+    assert [s["rows"] for s in manifest["shards"]] == [50, 50] and manifest["rows"] == 100
+    assert orjson.loads((tmp_path / "hubsim.json").read_bytes()) == manifest
+    with pytest.raises(ValueError, match="shards"):
+        BuildSpec(shards=0)

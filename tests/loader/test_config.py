@@ -1,0 +1,100 @@
+"""Configuration: precedence flag > NSA_FWE_* variable > default, and one-line errors naming the bad value."""
+
+import pytest
+
+from fwe_cli.loader.config import ENV_VARS, LoaderConfig, Shard, resolve_config
+from fwe_cli.errors import ConfigError
+from tests.helpers import run_fwe
+
+
+def test_defaults_when_nothing_is_set():
+    """With no flags and no variables, resolve_config gives exactly the dataclass defaults."""
+    assert resolve_config(env={}) == LoaderConfig()
+
+
+@pytest.mark.parametrize(
+    "var,raw,field,expected",
+    [
+        ("NSA_FWE_DOC_BATCH", "17", "doc_batch", 17),
+        ("NSA_FWE_Q", "3", "queue_depth", 3),
+        ("NSA_FWE_PREFETCH", "0", "prefetch", False),
+        ("NSA_FWE_PREFETCH", "yes", "prefetch", True),
+        ("NSA_FWE_REPORT_DOCS", "0", "report_docs", 0),
+        ("NSA_FWE_WARMUP_BATCHES", "2", "warmup_batches", 2),
+        ("NSA_FWE_WARMUP_TIMEOUT", "1.5", "warmup_timeout", 1.5),
+        ("NSA_FWE_TOKENIZER_THREADS", "1", "tokenizer_threads", 1),
+    ],
+)
+def test_each_user_variable_sets_its_field(var, raw, field, expected):
+    """Every user variable keeps its meaning: it lands in the documented field, parsed to its type."""
+    assert getattr(LoaderConfig(), field) != expected or field == "prefetch"
+    assert getattr(resolve_config(env={var: raw}), field) == expected
+
+
+def test_every_variable_is_covered_by_the_table():
+    """The six variables the users already set are all read (and only through ENV_VARS)."""
+    users = {"NSA_FWE_DOC_BATCH", "NSA_FWE_PREFETCH", "NSA_FWE_Q", "NSA_FWE_REPORT_DOCS",
+             "NSA_FWE_WARMUP_BATCHES", "NSA_FWE_WARMUP_TIMEOUT"}
+    assert users <= set(ENV_VARS)
+
+
+def test_flag_beats_variable_beats_default():
+    """A flag given wins over the variable; a flag left None lets the variable through."""
+    env = {"NSA_FWE_Q": "5", "NSA_FWE_DOC_BATCH": "9"}
+    cfg = resolve_config(env=env, queue_depth=2, doc_batch=None)
+    assert cfg.queue_depth == 2
+    assert cfg.doc_batch == 9
+
+
+def test_local_path_implies_local_source_unless_source_given():
+    assert resolve_config(env={}, local_path="x.jsonl").source == "local"
+    assert resolve_config(env={}, local_path="x.jsonl", source="synthetic").source == "synthetic"
+
+
+@pytest.mark.parametrize(
+    "kwargs,env,needle",
+    [
+        ({}, {"NSA_FWE_Q": "abc"}, "NSA_FWE_Q='abc'"),
+        ({}, {"NSA_FWE_PREFETCH": "maybe"}, "NSA_FWE_PREFETCH='maybe'"),
+        ({"seq_len": 0}, {}, "seq_len must be an integer >= 1, got 0"),
+        ({"source": "s3"}, {}, "'s3'"),
+        ({"source": "local"}, {}, "local_path"),
+        ({"shard_mod": 4, "shard_rem": 4}, {}, "got 4"),
+        ({"bad_records": "ignore"}, {}, "'ignore'"),
+        ({"loader_timeout": -1.0}, {}, "loader_timeout must be a number > 0, got -1.0"),
+    ],
+)
+def test_bad_values_name_the_setting_and_value(kwargs, env, needle):
+    """Each bad value raises ConfigError whose one-line message contains the setting and the value."""
+    with pytest.raises(ConfigError) as info:
+        resolve_config(env=env, **kwargs)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_config_is_frozen():
+    cfg = LoaderConfig()
+    with pytest.raises(Exception):
+        cfg.seq_len = 5  # type: ignore[misc]
+
+
+def test_shard_owns_by_modulo():
+    """Document i belongs to the shard with i % mod == rem: the users' semantics."""
+    shard = Shard(4, 1)
+    assert [i for i in range(12) if shard.owns(i)] == [1, 5, 9]
+
+
+def test_cli_bad_variable_is_usage_error_with_one_line():
+    """`NSA_FWE_Q=abc fwe smoke` exits with the usage code and one line naming the variable, no traceback."""
+    proc = run_fwe("smoke", "--source", "synthetic", env={"NSA_FWE_Q": "abc"})
+    assert proc.returncode == 2
+    assert "NSA_FWE_Q='abc'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_bad_flag_is_usage_error():
+    """`fwe smoke --seq-len 0` exits 2 naming seq_len and 0."""
+    proc = run_fwe("smoke", "--source", "synthetic", "--seq-len", "0")
+    assert proc.returncode == 2
+    assert "seq_len" in proc.stderr and "got 0" in proc.stderr
+    assert "Traceback" not in proc.stderr

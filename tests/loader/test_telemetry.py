@@ -1,0 +1,60 @@
+"""Heartbeat files in the users' format; warmup reporting; progress every report_docs documents."""
+
+import orjson
+
+from fwe_cli.loader import FineWebLoader, resolve_config
+
+BASE_KEYS = {"ts", "iso", "pid", "rank", "step", "msg"}
+
+
+def read_lines(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_heartbeat_lines_events_and_fetch_percentiles(tmp_path):
+    """ready/warmup/fetch/progress events carry the fields the users' dashboards read."""
+    cfg = resolve_config(env={}, source="synthetic", seq_len=256, batch_size=2, warmup_batches=2, queue_depth=4,
+                         report_docs=3, heartbeat_dir=str(tmp_path), rank=3)
+    with FineWebLoader(cfg) as loader:
+        for _ in range(10):
+            next(loader)
+    lines = read_lines(tmp_path / "heartbeat_rank3.jsonl")
+    assert all(BASE_KEYS <= set(line) and line["rank"] == 3 for line in lines)
+    by_msg = {}
+    for line in lines:
+        by_msg.setdefault(line["msg"], []).append(line)
+    assert by_msg["fineweb_loader_ready"][0]["dt"] > 0
+    warm = by_msg["fineweb_loader_warmup"][0]
+    assert warm["requested"] == 2 and 0 <= warm["filled"] <= 2 and warm["wait_ms"] >= 0
+    fetch = by_msg["fineweb_fetch"]
+    assert [f["step"] for f in fetch] == list(range(1, 11))
+    assert all({"dt_fetch_s", "fetch_p50_ms", "fetch_p95_ms"} <= set(f) for f in fetch)
+    assert fetch[-1]["fetch_p95_ms"] >= fetch[-1]["fetch_p50_ms"]
+    progress = by_msg["fineweb_progress"]
+    # the first doc batch (4 documents) already crosses report_docs=3, so a line is guaranteed
+    assert progress and progress[0]["docs"] >= 3
+    assert all({"docs", "tokens", "docs_per_s", "tokens_per_s"} <= set(p) for p in progress)
+    assert [p["docs"] for p in progress] == sorted({p["docs"] for p in progress})
+
+
+def test_warmup_fills_queue_before_first_step():
+    """With warmup, the first fetch finds the requested batches already queued."""
+    cfg = resolve_config(env={}, source="synthetic", seq_len=128, warmup_batches=4, queue_depth=4)
+    with FineWebLoader(cfg) as loader:
+        report = loader.warmup()
+        stats_before = loader.pipeline.batches
+        next(loader)
+    assert report["requested"] == 4 and report["filled"] == 4
+    assert stats_before >= 4
+
+
+def test_loader_error_event_is_written(tmp_path):
+    cfg = resolve_config(env={}, local_path=str(tmp_path / "nope.jsonl"), heartbeat_dir=str(tmp_path))
+    loader = FineWebLoader(cfg)
+    try:
+        next(loader)
+    except Exception:  # noqa: BLE001
+        pass
+    loader.close()
+    errors = [l for l in read_lines(tmp_path / "heartbeat_rank0.jsonl") if l["msg"] == "fineweb_loader_error"]
+    assert len(errors) == 1 and "nope.jsonl" in errors[0]["error"]

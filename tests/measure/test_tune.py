@@ -1,0 +1,219 @@
+"""`fwe tune`: a budgeted, interleaved sweep that never recommends a planted slow setting, writes a fwe.env that
+`fwe smoke` picks up, marks a cut-short sweep partial (exit 6), and ranks by a stated noise rule."""
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from fwe_cli.loader import ConfigError
+from fwe_cli.measure.tune import TunePlan, parse_grid
+from fwe_cli.measure.tune_rank import OBJECTIVES, rank_settings, recommend
+from tests.helpers import REPO_ROOT, run_fwe
+
+SLOW_DOC_BATCH = 16  # the smaller doc batch: the memory tie-break would pick it if the hook did nothing
+GRID = ("--doc-batch-grid", "16,32", "--q-grid", "1,4")
+SMALL = ("--source", "synthetic", "--tokenizer", "byte", "--seq-len", "1024", "--batch", "8", "--steps", "20")
+
+
+def tune_json(tmp_path, *args, env=None):
+    proc = run_fwe("tune", *SMALL, *GRID, *args, "--json", "--artifacts-dir", str(tmp_path), env=env, timeout=300)
+    return proc, (orjson.loads(proc.stdout) if proc.stdout.strip() else None)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One 2 x 2 sweep, 2 repeats, with doc batch 16 slowed by 100 ms per tokenize call (the test hook)."""
+    tmp_path = tmp_path_factory.mktemp("tune")
+    return tune_json(tmp_path, "--repeats", "2", "--budget-s", "240",
+                     env={"FWE_TEST_SLOW_DOC_BATCH": f"{SLOW_DOC_BATCH}:100"})
+
+
+def test_help_teaches_grids_budget_hook_and_exit_codes():
+    proc = run_fwe("tune", "--help")
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0
+    for needle in ("--doc-batch-grid", "--q-grid", "--threads-grid", "--budget-s", "--repeats", "--objective",
+                   "--step-ms", "NSA_FWE_DOC_BATCH", "NSA_FWE_Q", "FWE_TEST_SLOW_DOC_BATCH", "set -a",
+                   "6 partial", "4 a trial failed"):
+        assert needle in text, needle
+    assert "tune" in run_fwe("--help").stdout
+
+
+def test_small_grid_finishes_within_budget_and_writes_all_outputs(sweep):
+    """Every planned trial ran inside the budget, in rounds (A B C D A B C D); each setting has a median and a
+    spread over its 2 repeats; summary.json equals --json; fwe.env holds the recommended NAME=value lines."""
+    proc, summary = sweep
+    assert proc.returncode == 0, proc.stderr
+    budget = summary["budget"]
+    assert summary["partial"] is False and budget["stopped"] is None
+    assert budget["trials_run"] == budget["trials_planned"] == 8 and budget["elapsed_s"] <= budget["budget_s"]
+    settings = [e["setting"] for e in summary["settings"]]
+    assert [t["setting"] for t in summary["trials"]] == settings * 2
+    assert [t["repeat"] for t in summary["trials"]] == [0] * 4 + [1] * 4
+    for entry in summary["settings"]:
+        assert entry["ok"] == 2 and entry["median"] > 0 and entry["spread"] >= 0 and len(entry["values"]) == 2
+    for trial in summary["trials"]:
+        assert trial["error"] is None and os.path.isfile(trial["heartbeat"])
+    assert orjson.loads(open(summary["artifact"], "rb").read()) == summary
+    rec = summary["recommendation"]
+    env_lines = [line for line in open(summary["env_file"]).read().splitlines() if not line.startswith("#")]
+    assert env_lines == [f"NSA_FWE_DOC_BATCH={rec['setting']['doc_batch']}", f"NSA_FWE_Q={rec['setting']['queue_depth']}"]
+    assert rec["export"] in proc.stderr and "doc batch \\ Q" in proc.stderr
+    assert rec["confidence"] in ("clear", "indistinguishable")
+
+
+def test_planted_slow_doc_batch_is_never_recommended(sweep):
+    """The hook reached exactly the slow trials and made them far slower (ratio within this run); neither the pick
+    nor any setting tied with the best uses the slow doc batch, although the tie-break favours small doc batches."""
+    proc, summary = sweep
+    for trial in summary["trials"]:
+        hooked = trial["setting"]["doc_batch"] == SLOW_DOC_BATCH
+        assert (trial["test_hook"] is not None) == hooked
+    by_doc_batch = {d: [e["median"] for e in summary["settings"] if e["setting"]["doc_batch"] == d] for d in (16, 32)}
+    assert max(by_doc_batch[SLOW_DOC_BATCH]) < 0.5 * min(by_doc_batch[32])
+    rec = summary["recommendation"]
+    assert rec["setting"]["doc_batch"] != SLOW_DOC_BATCH
+    assert all(s["doc_batch"] != SLOW_DOC_BATCH for s in rec["indistinguishable"])
+    assert summary["test_hooks"] == {"FWE_TEST_SLOW_DOC_BATCH": f"{SLOW_DOC_BATCH}:100"}
+    assert "TEST HOOK ACTIVE" in proc.stderr and "WARNING: measured with test hooks" in open(summary["env_file"]).read()
+
+
+def test_sourcing_fwe_env_sets_the_smoke_config(sweep, tmp_path):
+    """`set -a; . fwe.env` then `fwe smoke --json`: the resolved config holds the recommended values, taken from
+    the variables (not defaults: doc batch 32 and Q 1 or 4 differ from 64 and 8)."""
+    _, summary = sweep
+    rec = summary["recommendation"]["setting"]
+    assert (rec["doc_batch"], rec["queue_depth"]) != (64, 8)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    script = 'set -a; . "$1"; set +a; exec "$2" -m fwe_cli smoke --source synthetic --json --artifacts-dir "$3"'
+    proc = subprocess.run(["bash", "-c", script, "bash", summary["env_file"], sys.executable, str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads(proc.stdout)
+    assert result["config"]["doc_batch"] == rec["doc_batch"] and result["config"]["queue_depth"] == rec["queue_depth"]
+    assert result["env"] == {"NSA_FWE_DOC_BATCH": str(rec["doc_batch"]), "NSA_FWE_Q": str(rec["queue_depth"])}
+
+
+def test_budget_too_small_marks_partial_and_exits_6(tmp_path):
+    """A budget shorter than one trial: the first trial runs and is reported, no further trial starts, the result
+    and fwe.env say partial, and the exit code is 6."""
+    proc, summary = tune_json(tmp_path, "--repeats", "2", "--budget-s", "0.01")
+    assert proc.returncode == 6, proc.stderr
+    budget = summary["budget"]
+    assert summary["partial"] is True and budget["trials_run"] == 1 < budget["trials_planned"] == 8
+    assert "budget" in budget["stopped"] and "7 of 8 trials not run" in budget["stopped"]
+    assert summary["trials"][0]["error"] is None and summary["trials"][0]["tokens_per_s"] > 0
+    assert summary["recommendation"]["confidence"] == "low"
+    assert "3 of 4 settings were not measured at all" in summary["recommendation"]["reason"]
+    assert "PARTIAL" in open(summary["env_file"]).read()
+    assert orjson.loads(open(summary["artifact"], "rb").read())["partial"] is True
+    assert "PARTIAL" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--doc-batch-grid", "16,x"), "--doc-batch-grid entry 'x' is not an integer"),
+    (("--q-grid", "0,4"), "--q-grid entry 0 must be >= 1"),
+    (("--q-grid", "4,4"), "--q-grid lists 4 twice"),
+    (("--doc-batch-grid", "16", "--doc-batch", "32"), "give either --doc-batch-grid"),
+    (("--threads-grid", "1", "--tokenizer-threads", "2"), "give either --threads-grid"),
+    (("--objective", "stall"), "needs --step-ms > 0"),
+    (("--objective", "fastest"), "objective must be one of tokens_per_s, stall"),
+    (("--budget-s", "0"), "budget_s must be > 0"),
+    (("--warmup-batches", "4", "--q-grid", "1,8"), "warmup_batches=4 cannot exceed queue_depth=1"),
+])
+def test_bad_usage_exits_2_naming_the_value(args, message, tmp_path):
+    """Bad grids and conflicting flags fail before any trial, in one line naming the value."""
+    proc = run_fwe("tune", "--source", "synthetic", *args, "--artifacts-dir", str(tmp_path))
+    assert proc.returncode == 2 and message in " ".join(proc.stderr.split())
+    assert not (tmp_path / "tune").exists()
+
+
+def test_parse_grid_sorts_and_tune_plan_orders_rounds():
+    assert parse_grid("64, 16,32", "--x") == (16, 32, 64)
+    plan = TunePlan(doc_batches=(16, 32), queue_depths=(1,), threads=(1, 2), repeats=2)
+    order = plan.trial_order()
+    assert [r for r, _ in order] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [s for _, s in order[:4]] == [s for _, s in order[4:]] == plan.settings()
+    assert plan.settings()[0] == {"doc_batch": 16, "queue_depth": 1, "tokenizer_threads": 1}
+    with pytest.raises(ConfigError, match="repeats must be an integer >= 1, got 0"):
+        TunePlan(repeats=0)
+
+
+# -- the ranking rule, on made-up trials -------------------------------------------------------------------------
+
+def _trials(table: dict, metric="tokens_per_s", p95=10.0):
+    """{(doc_batch, q): [values...]} -> (settings, trial records)."""
+    settings = [{"doc_batch": d, "queue_depth": q} for d, q in table]
+    trials = [{"setting": {"doc_batch": d, "queue_depth": q}, "error": None, metric: v, "fetch_p95_ms": p95}
+              for (d, q), values in table.items() for v in values]
+    return settings, trials
+
+
+def _pick(table, objective="tokens_per_s", target=100.0, **kw):
+    settings, trials = _trials(table, OBJECTIVES[objective].metric, **kw)
+    ranked = rank_settings(settings, trials, OBJECTIVES[objective], target)
+    return recommend(ranked, OBJECTIVES[objective], target, swept_threads=False), ranked
+
+
+def test_overlapping_ranges_tie_and_the_cheaper_setting_wins():
+    """Q=8 has the best median but its range overlaps Q=1's: indistinguishable, so the smaller Q is picked."""
+    rec, _ = _pick({(64, 1): [100, 90, 110], (64, 8): [105, 100, 112], (16, 1): [50, 52, 51]})
+    assert rec["best"] == {"doc_batch": 64, "queue_depth": 8}
+    assert rec["setting"] == {"doc_batch": 64, "queue_depth": 1} and rec["confidence"] == "indistinguishable"
+    assert rec["runner_up"]["setting"] == {"doc_batch": 16, "queue_depth": 1}
+    assert rec["env"] == {"NSA_FWE_DOC_BATCH": "64", "NSA_FWE_Q": "1"}
+
+
+def test_separated_ranges_give_a_clear_winner_even_if_it_costs_memory():
+    rec, ranked = _pick({(64, 1): [100, 101, 99], (64, 8): [150, 151, 149]})
+    assert rec["setting"] == {"doc_batch": 64, "queue_depth": 8} and rec["confidence"] == "clear"
+    assert [e["tied_with_best"] for e in ranked] == [False, True]
+
+
+def test_floor_decides_with_one_repeat():
+    """With one repeat there is no range; medians within 2 % tie, 10 % apart do not."""
+    close, _ = _pick({(16, 1): [100.0], (16, 2): [101.5]})
+    far, _ = _pick({(16, 1): [100.0], (16, 2): [110.0]})
+    assert close["setting"]["queue_depth"] == 1 and far["setting"]["queue_depth"] == 2
+    assert close["confidence"] == far["confidence"] == "low"
+
+
+def test_p95_target_and_failed_trials_exclude_a_setting():
+    settings, trials = _trials({(16, 1): [100, 100], (64, 1): [500, 500], (32, 1): [900, 900]})
+    for trial in trials:
+        if trial["setting"]["doc_batch"] == 64:
+            trial["fetch_p95_ms"] = 250.0
+    trials.append({"setting": {"doc_batch": 32, "queue_depth": 1}, "error": {"message": "boom"}})
+    objective = OBJECTIVES["tokens_per_s"]
+    ranked = rank_settings(settings, trials, objective, 100.0)
+    rec = recommend(ranked, objective, 100.0, swept_threads=False)
+    assert [e["status"] for e in ranked] == ["ok", "ok", "failed"] and ranked[1]["feasible"] is False
+    assert rec["setting"] == {"doc_batch": 16, "queue_depth": 1} and rec["meets_p95_target"] is True
+
+
+def test_stall_objective_prefers_less_stall():
+    rec, _ = _pick({(16, 1): [0.30, 0.31, 0.29], (64, 4): [0.02, 0.03, 0.02]}, objective="stall")
+    assert rec["setting"] == {"doc_batch": 64, "queue_depth": 4} and rec["confidence"] == "clear"
+
+
+def test_failed_trials_exit_4_and_are_reported(tmp_path):
+    """A trial that fails (here: a malformed test hook value) is recorded with its message; no recommendation is
+    made from nothing, and the exit code is 4."""
+    proc = run_fwe("tune", *SMALL, "--doc-batch-grid", "16", "--q-grid", "1", "--repeats", "1", "--json",
+                   "--artifacts-dir", str(tmp_path), env={"FWE_TEST_SLOW_DOC_BATCH": "sixteen"})
+    summary = orjson.loads(proc.stdout)
+    assert proc.returncode == 4
+    assert "FWE_TEST_SLOW_DOC_BATCH='sixteen'" in summary["trials"][0]["error"]["message"]
+    assert summary["recommendation"] is None and summary["env_file"] is None
+    assert summary["settings"][0]["status"] == "failed"
+
+
+def test_a_sweep_that_separates_nothing_says_so():
+    """Every setting within noise of the best: the reason says none could be told apart and gives the spread."""
+    rec, ranked = _pick({(16, 1): [100, 60, 101], (64, 4): [110, 70, 112], (256, 16): [105, 65, 108]})
+    assert all(e["tied_with_best"] for e in ranked) and rec["setting"] == {"doc_batch": 16, "queue_depth": 1}
+    assert rec["reason"].startswith("no setting could be told apart") and rec["typical_spread"] == 21.0  # half-ranges 20.5, 21, 21.5
