@@ -1,8 +1,10 @@
-"""Where artifacts go and how they are written: atomically, as pretty JSON, named by UTC time."""
+"""What every artifact shares: where it goes, how it is written (atomically, pretty JSON, named by UTC time), its
+timestamps, its provenance block (host, versions) and the shape of an error record."""
 
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 
 import orjson
@@ -11,6 +13,24 @@ import orjson
 def utc_stamp() -> str:
     """UTC timestamp safe for file names, sortable, unique to the millisecond."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ").replace(".", "_", 1)[:-4] + "Z"
+
+
+def utc_iso(ts: float | None = None) -> str:
+    """ISO 8601 UTC time with milliseconds (now, or the epoch seconds `ts`): every timestamp fwe writes."""
+    return datetime.fromtimestamp(time.time() if ts is None else ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def provenance(disk_path: str = ".") -> dict:
+    """Host facts (free disk of `disk_path`), installed versions and fwe's own: recorded in every artifact."""
+    from fwe_cli import __version__
+    from fwe_cli.hostinfo import host_facts, package_versions
+
+    return {"host": host_facts(disk_path), "versions": package_versions(), "fwe_version": __version__}
+
+
+def error_record(exc: BaseException, stage: str | None = None) -> dict:
+    """How an artifact records a failure: {type, message, stage} (stage: where the loader was, when known)."""
+    return {"type": type(exc).__name__, "message": str(exc), "stage": getattr(exc, "stage", stage)}
 
 
 def dumps(obj) -> bytes:

@@ -5,12 +5,8 @@ Lines are gathered into 1 MiB chunks, handed to two threads with bounded queues 
 sha256 and write() release the GIL, so both overlap the JSON parsing on the calling thread. Every 8 MiB
 written, the writer asks the kernel to start writing those bytes to disk (posix_fadvise DONTNEED starts
 writeback without waiting for it), so a checkpoint's or the part's fsync finds little left to wait for.
-Measured on the 2-vCPU dev VM (shared with other work), 256 MB local JSONL, --fields all, medians of 6
-interleaved runs: hash and write on one thread 549-568 MB/s, with the hasher thread 612, plus early
-writeback 733 (time in fsync per run 0.14 s -> 0.02 s). What is left is the calling thread (reading,
-orjson.loads, per-record bookkeeping: ~900 MB/s alone). 1 MiB chunks beat 256/512/768 KiB and 2/4 MiB;
-a writeback step of 2-16 MiB made no difference, 32 MiB was slower. Joining the chunk on the writer thread
-instead of the caller was slower (574 vs 704 MB/s).
+The chunk size, queue depth and writeback step were chosen with scripts/bench_bootstrap.py (figures in
+runbooks/bootstrap.md, "Why these sizes").
 
 Resume: `PartWriter(..., valid_bytes=V, valid_lines=L, resume=True)` trusts the first V bytes of the temporary file (they
 were fsynced at a checkpoint), re-hashes them, then *replays*: each added line is compared with the bytes on

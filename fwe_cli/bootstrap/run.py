@@ -20,12 +20,12 @@ from __future__ import annotations
 import errno
 import os
 import time
-from datetime import datetime, timezone
 from typing import Callable
 
 import orjson
 
 import fwe_cli
+from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.state import (
     MARGIN_BYTES,
     check_source_files,
@@ -68,7 +68,7 @@ def encoder(fields: str) -> Callable[[dict, bytes | None], bytes]:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return utc_iso()
 
 
 class _Run:

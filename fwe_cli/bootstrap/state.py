@@ -8,11 +8,11 @@ with. Used by fwe_cli/bootstrap/run.py; nothing here writes data.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 
 import psutil
 
 import fwe_cli
+from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError
 from fwe_cli.bootstrap.manifest import FORMAT, Layout, listed_file_problems, load_manifest
@@ -157,7 +157,7 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, spec: RecordSpec, st
         "totals": {"bytes": 0, "documents": 0, "files": 0},
         "bad_records": {"count": 0, "examples": []},
         "source_exhausted": None,
-        "started": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "started": utc_iso(),
         "finished": None,
         "runs": [],
         "resume": None,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timezone
 from typing import Sequence
 
 import numpy as np
 import orjson
+
+from fwe_cli.artifacts import utc_iso
 
 
 def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
@@ -27,9 +28,6 @@ def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
     return {"p50": round(float(p50), 4), "p95": round(float(p95), 4), "p99": round(float(p99), 4),
             "max": round(float(arr.max()), 4)}
 
-
-def utc_iso(ts: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if ts is None else ts, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 class Heartbeat:

@@ -16,12 +16,12 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 import orjson
 
 import fwe_cli
+from fwe_cli.artifacts import utc_iso
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.hostinfo import host_facts, package_versions
@@ -171,7 +171,7 @@ def verdict(runs: list[dict], targets: dict[str, float]) -> dict:
 def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
                 progress: Callable[[str], None] = lambda message: None) -> dict:
     """Run the plan; write each run's files under out_dir; return the summary (not yet written)."""
-    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started = utc_iso()
     runs: list[dict] = []
     for repeat in range(plan.repeats):
         cache_root = tempfile.mkdtemp(prefix="fwe-hf-cache-")
@@ -195,5 +195,5 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
                  "repeats": plan.repeats, "run_timeout": plan.run_timeout},
         "config": config.to_dict(), "env": env_snapshot(), "host": host_facts(), "versions": package_versions(),
         "fwe_version": fwe_cli.__version__, "started": started,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "finished": utc_iso(),
     }

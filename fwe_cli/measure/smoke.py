@@ -7,11 +7,11 @@ with the exception, so the caller can both write the artifact and map the except
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 import numpy as np
 
 import fwe_cli
+from fwe_cli.artifacts import utc_iso
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.errors import FweError, LoaderTimeout
 from fwe_cli.hostinfo import host_facts, package_versions
@@ -49,7 +49,7 @@ def _as_numpy(batch) -> np.ndarray:
 
 def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None) -> tuple[dict, Exception | None]:
     """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise."""
-    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started = utc_iso()
     deadline = time.perf_counter() + config.loader_timeout
     pulled: list[np.ndarray] = []
     error: Exception | None = None
@@ -104,7 +104,7 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         "versions": package_versions(),
         "fwe_version": fwe_cli.__version__,
         "started": started,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "finished": utc_iso(),
     }
     if save_path and pulled:
         np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))

@@ -18,11 +18,10 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 import fwe_cli
-from fwe_cli.artifacts import write_atomic
+from fwe_cli.artifacts import utc_iso, write_atomic
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.errors import ConfigError
 from fwe_cli.hostinfo import host_facts, package_versions
@@ -135,7 +134,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callabl
     objective = OBJECTIVES[plan.objective]
     order = plan.trial_order()
     configs = trial_configs(base, plan)
-    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started = utc_iso()
     t0 = clock()
     trials: list[dict] = []
     stopped = None
@@ -175,7 +174,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callabl
         "config": base.to_dict(), "env": env_snapshot(),
         "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},
         "host": host_facts(), "versions": package_versions(), "fwe_version": fwe_cli.__version__,
-        "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "started": started, "finished": utc_iso(),
     }
 
 

@@ -1,0 +1,131 @@
+"""The architecture as the tree shows it: folders are concerns, imports point downward, modules stay small."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "fwe_cli"
+MAX_LINES = 300
+MAX_TOP_MODULES = 6
+# cli -> bootstrap / measure -> loader -> shared (the modules at the top of fwe_cli). A layer may import the layers
+# below it, never one beside or above it.
+LAYER = {"cli": 3, "bootstrap": 2, "measure": 2, "loader": 1}
+HEAVY = ("datasets", "pyarrow", "torch", "tokenizers")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _walk(node: ast.AST, into_functions: bool):
+    """Every node below `node`; function bodies only when `into_functions` (they do not run at import time)."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if into_functions or not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _walk(child, into_functions)
+
+
+def _imports(path: Path, top_level_only: bool) -> set[str]:
+    """Modules a file imports: those that run at import time (module and class bodies), or all of them."""
+    found: set[str] = set()
+    for node in _walk(ast.parse(path.read_text(encoding="utf-8")), into_functions=not top_level_only):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _layer(module: str) -> int:
+    if module == "fwe_cli.__main__":  # `python -m fwe_cli`: the entry point sits above everything
+        return 4
+    parts = module.split(".")
+    return LAYER.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def test_no_module_is_over_the_size_limit():
+    """Every module under fwe_cli/ stays within 300 lines, so each can be read in one sitting."""
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_top_of_the_package_holds_only_shared_modules():
+    """At most six modules sit at the top of fwe_cli/; everything else lives in its concern's folder."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {
+        "cli", "bootstrap", "measure", "loader"}
+
+
+def test_imports_point_downward():
+    """No module imports a layer beside or above its own (function-level imports included)."""
+    wrong = []
+    for name, path in MODULES.items():
+        for target in _imports(path, top_level_only=False):
+            if target.startswith("fwe_cli.") and target.split(".")[1] in LAYER:
+                if _layer(target) > _layer(name) or (_layer(target) == _layer(name) == 2
+                                                     and target.split(".")[1] != name.split(".")[1]):
+                    wrong.append(f"{name} -> {target}")
+    assert wrong == []
+
+
+def test_no_import_circle():
+    """The module-level import graph of fwe_cli has no cycle (a package counts as importing nothing it hides lazily)."""
+    graph = {name: {t for t in _imports(path, top_level_only=True) if t in MODULES and t != name}
+             for name, path in MODULES.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_only_the_cli_imports_typer_or_rich():
+    """The core, bootstrap and measure packages never import typer or rich (they are usable as a library)."""
+    offenders = sorted(f"{name} -> {target}" for name, path in MODULES.items() if not name.startswith("fwe_cli.cli")
+                       for target in _imports(path, top_level_only=False) if target.split(".")[0] in ("typer", "rich"))
+    assert offenders == []
+
+
+def test_help_imports_no_heavy_library():
+    """`python -X importtime -m fwe_cli --help` imports none of datasets, pyarrow, torch, tokenizers (a fresh process:
+    what a user's shell pays)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fwe_cli", "--help"], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "fwe_cli.cli.app" in imported  # the probe itself works
+    assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+
+
+def test_importing_the_package_imports_nothing_else():
+    """`import fwe_cli` defines __version__ and loads no fwe module, loader or numpy."""
+    code = "import sys, fwe_cli; print(fwe_cli.__version__); print(sorted(m for m in sys.modules if m.startswith(('fwe_cli.', 'numpy'))))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    version, loaded = proc.stdout.splitlines()
+    assert version and version != "0+unknown"
+    assert loaded == "[]"
