@@ -27,3 +27,17 @@ def run_fwe(*args: str, env: dict | None = None, timeout: float = 120, cwd: str 
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "fwe_cli", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd)
+
+
+def invoke(*args: str, env: dict[str, str | None] | None = None):
+    """`fwe ARGS` in this process through Typer's CliRunner: exit_code, stdout (data) and stderr (humans) apart.
+
+    The users' NSA_FWE_* variables of the outer environment are hidden unless `env` sets them; `env` values of None
+    unset a variable for the call."""
+    from typer.testing import CliRunner
+
+    from fwe_cli.cli.app import app
+
+    hidden: dict[str, str | None] = {k: None for k in os.environ if k.startswith("NSA_FWE_")}
+    hidden.update(env or {})
+    return CliRunner().invoke(app, list(args), env=hidden, catch_exceptions=False)
