@@ -17,7 +17,7 @@ at least --min-mb of JSONL; synthetic records otherwise. Every stage is a fresh 
 and (4) run in alternating rounds and fwe/ceiling is taken per round; the JSON keeps every round, the median and
 the spread. Loader figures are steady state: tokens/s between the batches at 10 % and 90 % of the run (the
 end-to-end rate, tokenizer load included, is reported too). All stages must hash to the same id stream.
-Acceptance (issue 7): fwe >= 0.85 x ceiling, >= 3.5 x datasets, >= 5 x naive; peak RSS < 600 MB.
+Targets: fwe >= 0.85 x ceiling, >= 3.5 x datasets, >= 5 x naive; peak RSS < 600 MB.
 Writes artifacts/bench/throughput_<UTC>.json; a summary goes to stderr.
 """
 
