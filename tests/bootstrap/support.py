@@ -7,7 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.run import run_bootstrap
 from tests.helpers import run_fwe
 
 # Small enough for a test (about 2,400 synthetic documents), large enough for three parts and several chunks.

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.loader.config import Shard, resolve_config
 from fwe_cli.bootstrap.part_writer import PartWriter
 from fwe_cli.loader.sources import DocumentStream
