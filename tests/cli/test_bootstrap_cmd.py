@@ -29,7 +29,7 @@ def test_help_teaches_flags_and_exit_codes():
 
 def test_directory_output_manifest_and_artifact(tmp_path):
     """A run writes part files whose size, line count and sha256 the manifest records, totals that add up,
-    the issue's provenance fields, no temporary files, a matching --json result and an artifact."""
+    the provenance fields, no temporary files, a matching --json result and an artifact."""
     out = tmp_path / "out"
     result = cli(*SMALL, "--out", str(out), "--json", tmp=tmp_path)
     assert result.returncode == 0, result.stderr
