@@ -18,8 +18,8 @@ FIELDS = ("text", "all")
 GB = 10**9
 MB = 10**6
 DEFAULT_FILE_MB = 256
-# Each checkpoint fsyncs; on the dev VM (312 MB local JSONL, medians of 4) checkpoints every 8/16/64/1000 MB
-# ran at 231/275/336/364 MB/s. 64 MB bounds the work a kill -9 throws away to well under a second.
+# Each checkpoint fsyncs, so frequent ones cost throughput; 64 MB keeps nearly all of it while bounding what a kill -9
+# throws away to a moment's work (figures: runbooks/bootstrap.md, "Why these sizes").
 DEFAULT_CHECKPOINT_MB = 64
 _DEFAULTS = LoaderConfig.__dataclass_fields__
 

@@ -19,12 +19,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import orjson
 
-from fwe_cli.errors import OutputError
-from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX
+from fwe_cli.errors import OutputError, SourceError
+from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, read_manifest
 
 FORMAT = "fwe-bootstrap/1"
 PARTIAL_SUFFIX = ".partial"
@@ -124,18 +125,29 @@ def write_manifest(layout: Layout, manifest: dict | bytes, before_rename: Callab
     fsync_dir(layout.directory)
 
 
+def _read_manifest_json(layout: Layout) -> dict:
+    """The manifest's JSON, parsed by the loader's reader (SourceError, its OSError or JSONDecodeError as cause)."""
+    if not layout.single:
+        return read_manifest(layout.directory)
+    # The loader's reader takes a directory for now; the sidecar of a single file is read the same way here.
+    try:
+        return orjson.loads(Path(layout.manifest_path).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise SourceError(f"cannot read bootstrap manifest {layout.manifest_path}: {exc}") from exc
+
+
 def load_manifest(layout: Layout) -> dict | None:
-    """The manifest, None when there is none; OutputError when it cannot be read."""
+    """The manifest, None when there is none; OutputError when it cannot be read or is not a bootstrap's."""
     try:
-        data = open(layout.manifest_path, "rb").read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise OutputError(f"cannot read {layout.manifest_path}: {exc}") from exc
-    try:
-        manifest = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise OutputError(f"{layout.manifest_path} is damaged (not JSON: {exc.msg}); pass --force to start over") from exc
+        manifest = _read_manifest_json(layout)
+    except SourceError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, FileNotFoundError):
+            return None
+        if isinstance(cause, orjson.JSONDecodeError):
+            raise OutputError(f"{layout.manifest_path} is damaged (not JSON: {cause.msg}); "
+                              "pass --force to start over") from cause
+        raise OutputError(f"cannot read {layout.manifest_path}: {cause or exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise OutputError(f"{layout.manifest_path} is not an fwe bootstrap manifest (format {FORMAT}); "
                           "choose another --out, or pass --force to replace it")

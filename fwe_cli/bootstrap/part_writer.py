@@ -200,7 +200,7 @@ class PartWriter:
 
     def checkpoint(self, then: Callable[[], None]) -> None:
         """sync() and then `then()` (which records the resume point) -- on the writer thread when there is one,
-        so parsing goes on during the fsync (measured: fsyncs were ~12 % of a local bootstrap's main thread)."""
+        so parsing goes on during the fsync instead of the calling thread waiting for the disk."""
         if self._thread is None or self._replay is not None:
             self.sync()
             then()
@@ -253,7 +253,7 @@ def recover_renamed_part(partial_path: str, final_path: str) -> None:
 class _Hasher:
     """Feeds chunks to a hash object on its own thread (`fwe-bootstrap-hasher`), beside the writer thread.
 
-    sha256 (~1500 MB/s on one core here) was the largest cost of the writer thread; hashing and writing
+    sha256 was the largest cost of the writer thread; hashing and writing
     one after the other there made it the bottleneck of a local bootstrap (see the module docstring)."""
 
     def __init__(self, digest, path: str):

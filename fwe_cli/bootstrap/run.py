@@ -1,6 +1,7 @@
 """Stage N GB of FineWeb-Edu as local JSONL parts plus a manifest, resumable after any interruption.
 
-    from fwe_cli.bootstrap.run import BootstrapConfig, run_bootstrap
+    from fwe_cli.bootstrap.config import BootstrapConfig
+    from fwe_cli.bootstrap.run import run_bootstrap
     result = run_bootstrap(BootstrapConfig(out="/data/fwe_bootstrap", target_bytes=5 * 10**9))
 
 What makes it safe (see fwe_cli/bootstrap/manifest.py for the file layout):
@@ -27,7 +28,6 @@ import orjson
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.state import (
-    MARGIN_BYTES,
     check_source_files,
     fresh_manifest,
     listed_totals,
@@ -35,7 +35,7 @@ from fwe_cli.bootstrap.state import (
     preflight_disk,
     source_spec,
 )
-from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig, bootstrap_config
+from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError, SourceError
 from fwe_cli.bootstrap.faults import Faults
 from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
@@ -67,10 +67,6 @@ def encoder(fields: str) -> Callable[[dict, bytes | None], bytes]:
     return encode_text
 
 
-def _now() -> str:
-    return utc_iso()
-
-
 class _Run:
     """State of one invocation; `run()` returns the result dict."""
 
@@ -82,6 +78,8 @@ class _Run:
         self.faults = faults
         self.background = background
         self.file_bytes = float("inf") if self.layout.single else config.file_bytes
+        self.part = 0  # index of the part being written
+        self.writer: PartWriter | None = None  # its writer, None between parts
         self.replayed = 0  # records found intact on disk after the last checkpoint (resume)
         self.discarded = 0  # bytes cut off after them (a torn record)
 
@@ -119,12 +117,16 @@ class _Run:
         self.replayed += writer.replayed_lines
         self.discarded += writer.discarded_bytes
 
-    def finish_part(self, writer: PartWriter, part: int, stream: RecordStream) -> None:
+    def finish_part(self, stream: RecordStream) -> None:
+        """Complete the current part (fsync, rename), list it, and checkpoint at the start of the next one."""
+        writer = self.writer
         self._tally(writer)
         entry = writer.finish(before_rename=lambda: self.faults.reached("part-fsynced"),
                               after_rename=lambda: self.faults.reached("part-renamed"))
+        self.writer = None  # only now: a writer whose finish() failed is still closed by copy()
         self.manifest["files"].append(entry)
-        self.checkpoint(None, part + 1, stream)
+        self.part += 1
+        self.checkpoint(None, self.part, stream)
 
     def progress(self, force: bool = False) -> None:
         now = time.perf_counter()
@@ -160,84 +162,102 @@ class _Run:
         else:
             check_source_files(manifest, stream)
         self.manifest = manifest
-        manifest["runs"].append({"started": _now(), "resumed_from_bytes": done})
+        manifest["runs"].append({"started": utc_iso(), "resumed_from_bytes": done})
         if stream.revision_pinned is not None:
             manifest["runs"][-1]["revision_pinned"] = stream.revision_pinned
         self.total_bytes = self.start_bytes = done
         self.documents = resume["documents"] if resume else 0
-        part = resume["part"] if resume else 0
+        self.part = resume["part"] if resume else 0
         if resume is None:
             self.checkpoint(None, 0, stream)
-        return self.copy(stream, part, resume)
+        return self.copy(stream, resume)
 
-    def copy(self, stream: RecordStream, part: int, resume: dict | None) -> dict:
-        config, layout = self.config, self.layout
-        writer = None
-        if resume and (resume["part_bytes"] or os.path.exists(layout.partial_path(part))
-                       or os.path.exists(layout.part_path(part))):
-            recover_renamed_part(layout.partial_path(part), layout.part_path(part))
-            if os.path.exists(layout.partial_path(part)):
-                writer = self.open_part(part, resume["part_bytes"], resume["part_lines"], resume=True)
-            elif resume["part_bytes"]:
-                raise OutputError(f"{layout.partial_path(part)} is missing but the last checkpoint saved "
-                                  f"{resume['part_bytes']} bytes of it; pass --force to start over")
-        encode_fn, target, file_bytes = encoder(config.fields), config.target_bytes, self.file_bytes
-        next_checkpoint = self.total_bytes + config.checkpoint_bytes
-        outcome = "source exhausted"
+    def copy(self, stream: RecordStream, resume: dict | None) -> dict:
+        """Write records from `stream` into parts, from the resume point if any; returns the result dict."""
+        self.writer = self._reopen_part(resume) if resume else None
         self.progress(force=True)
         try:
-            for count, (record, raw) in enumerate(stream, start=1):
-                line = encode_fn(record, raw)
-                if writer is None:
-                    writer = self.open_part(part)
-                writer.add(line)
-                self.total_bytes += len(line)
-                self.documents += 1
-                if self.faults.active:
-                    self.faults.reached("record")
-                if writer.size >= file_bytes or self.total_bytes >= target:
-                    self.finish_part(writer, part, stream)
-                    writer, part = None, part + 1
-                    next_checkpoint = self.total_bytes + config.checkpoint_bytes
-                    if self.total_bytes >= target:
-                        outcome = "target reached"
-                        break
-                elif self.total_bytes >= next_checkpoint and not writer.replaying:
-                    self.checkpoint(writer, part, stream, wait=False)
-                    next_checkpoint = self.total_bytes + config.checkpoint_bytes
-                if count & 63 == 0:
-                    if self.should_stop():
-                        self.checkpoint(writer, part, stream)
-                        outcome = "interrupted"
-                        break
-                    self.progress()
-            if outcome == "source exhausted" and writer is not None:
-                self.finish_part(writer, part, stream)
-                writer = None
+            outcome = self._copy_records(stream)
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskSpaceError(
-                    f"disk full while writing {layout.directory} at {self.total_bytes / GB:.3f} of "
-                    f"{target / GB:.3f} GB ({exc.strerror}): free space and re-run the same command to resume "
-                    "from the last checkpoint"
-                ) from exc
-            raise OutputError(f"cannot write {layout.directory}: {exc}") from exc
+            raise self._write_failure(exc) from exc
         finally:
-            if writer is not None:
-                self._tally(writer)
-                writer.close()
+            if self.writer is not None:
+                self._tally(self.writer)
+                self.writer.close()
+        self._record_outcome(outcome, stream)
+        self.progress(force=True)
+        return self.result(outcome)
+
+    def _reopen_part(self, resume: dict) -> PartWriter | None:
+        """The part the last checkpoint was in, reopened to replay what is on disk after it; None if not begun."""
+        partial, final = self.layout.partial_path(self.part), self.layout.part_path(self.part)
+        if not (resume["part_bytes"] or os.path.exists(partial) or os.path.exists(final)):
+            return None
+        recover_renamed_part(partial, final)
+        if os.path.exists(partial):
+            return self.open_part(self.part, resume["part_bytes"], resume["part_lines"], resume=True)
+        if resume["part_bytes"]:
+            raise OutputError(f"{partial} is missing but the last checkpoint saved {resume['part_bytes']} bytes "
+                              "of it; pass --force to start over")
+        return None
+
+    def _copy_records(self, stream: RecordStream) -> str:
+        """Add records until the target is reached, the source ends or a stop is asked for; returns the outcome.
+
+        The per-record loop of the whole bootstrap: what it reads often is kept in locals."""
+        encode_fn, target, file_bytes = encoder(self.config.fields), self.config.target_bytes, self.file_bytes
+        every = self.config.checkpoint_bytes
+        next_checkpoint = self.total_bytes + every
+        writer = self.writer
+        for count, (record, raw) in enumerate(stream, start=1):
+            line = encode_fn(record, raw)
+            if writer is None:
+                writer = self.writer = self.open_part(self.part)
+            writer.add(line)
+            self.total_bytes += len(line)
+            self.documents += 1
+            if self.faults.active:
+                self.faults.reached("record")
+            if writer.size >= file_bytes or self.total_bytes >= target:
+                self.finish_part(stream)
+                writer = None
+                next_checkpoint = self.total_bytes + every
+                if self.total_bytes >= target:
+                    return "target reached"
+            elif self.total_bytes >= next_checkpoint and not writer.replaying:
+                self.checkpoint(writer, self.part, stream, wait=False)
+                next_checkpoint = self.total_bytes + every
+            if count & 63 == 0:
+                if self.should_stop():
+                    self.checkpoint(writer, self.part, stream)
+                    return "interrupted"
+                self.progress()
+        if writer is not None:
+            self.finish_part(stream)
+        return "source exhausted"
+
+    def _write_failure(self, exc: OSError) -> OutputError:
+        """The error a failed write becomes: a full disk is resumable once space is freed, and says so."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return DiskSpaceError(
+                f"disk full while writing {self.layout.directory} at {self.total_bytes / GB:.3f} of "
+                f"{self.config.target_bytes / GB:.3f} GB ({exc.strerror}): free space and re-run the same command "
+                "to resume from the last checkpoint"
+            )
+        return OutputError(f"cannot write {self.layout.directory}: {exc}")
+
+    def _record_outcome(self, outcome: str, stream: RecordStream) -> None:
+        """Mark the manifest complete (unless interrupted), close this run's entry and write it."""
         if outcome != "interrupted":
             if self.documents == 0:
                 raise SourceError(f"the source produced no documents ({stream.bad.count} bad records); "
                                   "nothing was staged")
-            self.manifest.update(complete=True, finished=_now(), resume=None, bad_records=stream.bad.to_dict(),
+            self.manifest.update(complete=True, finished=utc_iso(), resume=None, bad_records=stream.bad.to_dict(),
                                  source_exhausted=outcome != "target reached")
             self.manifest["totals"] = listed_totals(self.manifest)
-        self.manifest["runs"][-1].update(finished=_now(), outcome=outcome, replayed_records=self.replayed,
+        self.manifest["runs"][-1].update(finished=utc_iso(), outcome=outcome, replayed_records=self.replayed,
                                          discarded_bytes=self.discarded)
         self._write_manifest()
-        self.progress(force=True)
-        return self.result(outcome)
 
     def result(self, outcome: str) -> dict:
         seconds = time.perf_counter() - self.t0
@@ -276,6 +296,3 @@ def run_bootstrap(config: BootstrapConfig, on_progress: Callable[[dict], None] =
     outcome 'interrupted'. Raises DiskSpaceError (resumable), OutputError, SourceError or ConfigError.
     """
     return _Run(config, on_progress, should_stop, faults or Faults.from_env(), background).run()
-
-
-__all__ = ["BootstrapConfig", "MARGIN_BYTES", "bootstrap_config", "encoder", "run_bootstrap"]

@@ -13,16 +13,14 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from fwe_cli import __version__
-from fwe_cli.artifacts import artifact_path, write_json
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
-from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB
+from fwe_cli.artifacts import artifact_path, error_record, provenance, write_json
+from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
+from fwe_cli.bootstrap.manifest import Layout, verify_bootstrap
+from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
 from fwe_cli.errors import FweError
-from fwe_cli.hostinfo import host_facts, package_versions
-from fwe_cli.bootstrap.manifest import Layout, verify_bootstrap
 
 HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
 
@@ -131,8 +129,7 @@ def _summary(result: dict, artifact: str) -> None:
 
 def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
-    return {"command": "bootstrap", "argv": sys.argv[1:], "fwe_version": __version__,
-            "host": host_facts(Layout.for_out(config.out).directory), "versions": package_versions()}
+    return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
 
 
 def _verify(out: str, json_out: bool) -> None:
@@ -214,12 +211,11 @@ def bootstrap(
         with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
     except FweError as exc:
-        write_json(artifact, dict(_context(config), ok=False, output=config.out,
-                                  error={"type": type(exc).__name__, "message": str(exc)}))
+        write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
         raise
     except KeyboardInterrupt:  # the second Ctrl-C: no new resume point, the last checkpoint stands
-        write_json(artifact, dict(_context(config), ok=False, output=config.out,
-                                  error={"type": "KeyboardInterrupt", "message": "aborted by a second Ctrl-C"}))
+        aborted = KeyboardInterrupt("aborted by a second Ctrl-C")
+        write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(aborted)))
         console.print("[yellow]aborted:[/] re-run the same command to resume from the last checkpoint")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     result["artifact"] = artifact

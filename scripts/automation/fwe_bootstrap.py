@@ -24,7 +24,8 @@ try:
 except ImportError:  # run from a checkout without installing: use the checkout's package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap  # noqa: E402
+from fwe_cli.bootstrap.config import bootstrap_config  # noqa: E402
+from fwe_cli.bootstrap.run import run_bootstrap  # noqa: E402
 from fwe_cli.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line  # noqa: E402
 from fwe_cli.errors import FweError  # noqa: E402
 

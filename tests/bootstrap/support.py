@@ -1,4 +1,5 @@
-"""Helpers shared by the bootstrap tests: run the command, read a manifest, compare outputs file by file."""
+"""Helpers shared by the bootstrap tests: run the command (in this process, or killed in its own), read a manifest,
+compare outputs file by file."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
-from tests.helpers import run_fwe
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.run import run_bootstrap
+from tests.helpers import invoke, run_fwe
 
 # Small enough for a test (about 2,400 synthetic documents), large enough for three parts and several chunks.
 SYNTH = ("--source", "synthetic", "--seed", "3", "--gb", "0.008", "--file-mb", "3")
@@ -19,9 +21,15 @@ def core_run(out: Path, **flags) -> dict:
     return run_bootstrap(bootstrap_config(out=str(out), **flags))
 
 
-def cli(*args: str, tmp: Path, env: dict | None = None, timeout: float = 120):
-    """`fwe bootstrap ARGS` with artifacts under tmp."""
-    return run_fwe("bootstrap", *args, "--artifacts-dir", str(tmp / "artifacts"), env=env, timeout=timeout)
+def cli(*args: str, tmp: Path, env: dict | None = None):
+    """`fwe bootstrap ARGS` in this process (CliRunner), artifacts under tmp: exit_code, stdout, stderr."""
+    return invoke("bootstrap", *args, "--artifacts-dir", str(tmp / "artifacts"), env=env)
+
+
+def killed_at(point: str, *args: str, tmp: Path):
+    """`fwe bootstrap ARGS` in its own process, killed by SIGKILL at the fault point `point` (FWE_TEST_CRASH_AT):
+    a kill -9 needs a process of its own. Returns the CompletedProcess."""
+    return run_fwe("bootstrap", *args, "--artifacts-dir", str(tmp / "artifacts"), env={"FWE_TEST_CRASH_AT": point})
 
 
 def manifest_of(out: Path) -> dict:

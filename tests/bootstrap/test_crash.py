@@ -1,5 +1,8 @@
 """Crash safety of `fwe bootstrap`: SIGKILL, Ctrl-C and a full disk each leave a state that a re-run of the same
-command completes byte-identically (per-file sha256) to an uninterrupted run."""
+command completes byte-identically (per-file sha256) to an uninterrupted run.
+
+Only the interrupted runs that a process has to live through (kill -9, SIGINT) run in a process of their own;
+the re-runs and the disk-full runs go through the command in this process."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, manifest_of
+from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_at, manifest_of
 from tests.helpers import REPO_ROOT
 
 
@@ -50,12 +53,12 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, reference, point, checkp
         point = f"record:{_records_into_part_1(reference, int(2.5 * 2**20))}"
     out = tmp_path / "out"
     args = (*SYNTH, "--out", str(out), "--checkpoint-mb", checkpoint_mb)
-    killed = cli(*args, tmp=tmp_path, env={"FWE_TEST_CRASH_AT": point})
+    killed = killed_at(point, *args, tmp=tmp_path)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     before = manifest_of(out)
     assert before["complete"] is False and before["resume"] is not None
     done = cli(*args, "--json", tmp=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     result = orjson.loads(done.stdout)
     assert result["outcome"] == "target reached" and result["resumed_from_bytes"] == before["resume"]["bytes"]
     if point.startswith("record"):  # ~1.5 MiB of records went to disk after the checkpoint and were kept
@@ -74,7 +77,7 @@ def test_sigkill_from_outside_at_an_arbitrary_moment(tmp_path, reference):
     assert proc.returncode == -signal.SIGKILL
     assert manifest_of(out)["complete"] is False
     done = cli(*args, tmp=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert_same_output(out, reference)
 
 
@@ -95,7 +98,7 @@ def test_ctrl_c_saves_a_resume_point_and_exits_130(tmp_path, reference):
     assert manifest["complete"] is False and manifest["resume"]["part"] >= 1
     assert manifest["runs"][-1]["outcome"] == "interrupted"
     done = cli(*args, tmp=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert_same_output(out, reference)
 
 
@@ -106,11 +109,11 @@ def test_disk_full_is_clear_and_resumable(tmp_path, reference):
     out = tmp_path / "out"
     args = (*SYNTH, "--out", str(out), "--checkpoint-mb", "100")
     full = cli(*args, tmp=tmp_path, env={"FWE_TEST_ENOSPC_AFTER_BYTES": "5500000"})
-    assert full.returncode == 7, full.stderr
+    assert full.exit_code == 7, full.stderr
     assert "disk full" in full.stderr and "re-run the same command to resume" in full.stderr
     assert os.path.getsize(out / "part-00001.jsonl.partial") == 5_500_000 - manifest_of(reference)["files"][0]["bytes"]
     done = cli(*args, "--json", tmp=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     result = orjson.loads(done.stdout)
     assert result["replayed_records"] > 0, "records on disk after the checkpoint should have been kept"
     assert result["discarded_bytes"] > 0, "the torn last record should have been cut off"
@@ -120,10 +123,12 @@ def test_disk_full_is_clear_and_resumable(tmp_path, reference):
 def test_disk_full_artifact_records_the_error(tmp_path):
     """A failed run still writes its artifact, with the error type and message."""
     out = tmp_path / "out"
-    cli(*SYNTH, "--out", str(out), tmp=tmp_path, env={"FWE_TEST_ENOSPC_AFTER_BYTES": "100000"})
+    failed = cli(*SYNTH, "--out", str(out), tmp=tmp_path, env={"FWE_TEST_ENOSPC_AFTER_BYTES": "100000"})
+    assert failed.exit_code == 7, failed.stderr
     (artifact,) = (tmp_path / "artifacts" / "bootstrap").glob("*.json")
     record = orjson.loads(artifact.read_bytes())
     assert record["ok"] is False and record["error"]["type"] == "DiskSpaceError"
+    assert record["error"]["message"].startswith(f"disk full while writing {out}")
 
 
 def _spawn(args, tmp_path) -> subprocess.Popen:

@@ -4,6 +4,7 @@ writer's replay, and the loader's own reading of the same files (unchanged by th
 from __future__ import annotations
 
 import hashlib
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -12,14 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fwe_cli.bootstrap.run import bootstrap_config, run_bootstrap
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.loader.config import Shard, resolve_config
 from fwe_cli.bootstrap.part_writer import PartWriter
 from fwe_cli.loader.sources import DocumentStream
 from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordSpec, RecordStream
 from fwe_cli.loader.sources.synthetic import synthetic_record
-from tests.bootstrap.support import cli, core_run, lines_of, manifest_of
+from tests.bootstrap.support import cli, core_run, killed_at, lines_of, manifest_of
 from tests.helpers import write_jsonl
 
 
@@ -53,7 +55,7 @@ def test_shards_together_hold_the_unsharded_documents_once(tmp_path, messy_jsonl
     assert shards[1] == everything[1::4]
     via_cli = cli("--gb", "1", "--local-path", str(messy_jsonl), "--file-mb", "0.2", "--shard-mod", "4",
                   "--shard-rem", "1", "--out", str(tmp_path / "cli1"), tmp=tmp_path)
-    assert via_cli.returncode == 0, via_cli.stderr
+    assert via_cli.exit_code == 0, via_cli.stderr
     assert lines_of(tmp_path / "cli1") == shards[1] and manifest_of(tmp_path / "cli1")["shard"] == {"mod": 4, "rem": 1}
 
 
@@ -62,7 +64,7 @@ def test_bad_records_are_counted_in_the_manifest(tmp_path, messy_jsonl):
     manifest and the summary; blank lines are not records; --bad-records error stops at the first (exit 4)."""
     out = tmp_path / "out"
     result = cli("--gb", "1", "--local-path", str(messy_jsonl), "--out", str(out), tmp=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     bad = manifest_of(out)["bad_records"]
     assert bad["count"] == 3
     assert bad["examples"][0].startswith(f"{messy_jsonl}:11: bad JSON (")
@@ -71,7 +73,7 @@ def test_bad_records_are_counted_in_the_manifest(tmp_path, messy_jsonl):
     assert "3 skipped" in result.stderr
     strict = cli("--gb", "1", "--local-path", str(messy_jsonl), "--bad-records", "error",
                  "--out", str(tmp_path / "strict"), tmp=tmp_path)
-    assert strict.returncode == 4 and f"{messy_jsonl}:11: bad JSON" in strict.stderr
+    assert strict.exit_code == 4 and f"{messy_jsonl}:11: bad JSON" in strict.stderr
 
 
 def test_fields_all_copies_local_lines_as_they_are(tmp_path, messy_jsonl):
@@ -96,13 +98,13 @@ def test_fields_all_from_synthetic_has_the_ten_fineweb_edu_fields(tmp_path):
 def test_a_changed_local_source_is_not_resumed(tmp_path, messy_jsonl):
     """If the source file changes between an interruption and the re-run, resuming is refused (exit 8)."""
     out = tmp_path / "out"
-    killed = cli("--gb", "1", "--local-path", str(messy_jsonl), "--file-mb", "0.2", "--out", str(out),
-                 tmp=tmp_path, env={"FWE_TEST_CRASH_AT": "part-renamed:1"})
-    assert killed.returncode < 0
+    killed = killed_at("part-renamed:1", "--gb", "1", "--local-path", str(messy_jsonl), "--file-mb", "0.2",
+                       "--out", str(out), tmp=tmp_path)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     with open(messy_jsonl, "ab") as handle:
         handle.write(b'{"text": "appended later"}\n')
     again = cli("--gb", "1", "--local-path", str(messy_jsonl), "--file-mb", "0.2", "--out", str(out), tmp=tmp_path)
-    assert again.returncode == 8 and "local source changed" in again.stderr
+    assert again.exit_code == 8 and "local source changed" in again.stderr
 
 
 def _resumes_exactly(spec: RecordSpec, limit: int = 60) -> None:

@@ -1,24 +1,28 @@
 """`fwe bootstrap` as users run it: help, output layout and manifest, refusals, preflight, verify, the loader
-reading the result, progress lines, the artifact, and the old automation script."""
+reading the result, progress lines, the artifact, and the old automation script.
+
+The commands run in this process; only a run killed at a fault point and the old script (run as a script) get a
+process of their own."""
 
 from __future__ import annotations
 
 import hashlib
+import signal
 import subprocess
 import sys
 
 import orjson
 
-from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manifest_of
-from tests.helpers import REPO_ROOT, run_fwe
+from tests.bootstrap.support import cli, file_hashes, killed_at, leftovers, lines_of, manifest_of
+from tests.helpers import REPO_ROOT, invoke
 
 SMALL = ("--source", "synthetic", "--gb", "0.003", "--file-mb", "1")
 
 
 def test_help_teaches_flags_and_exit_codes():
     """--help names every bootstrap flag and the exit codes a script has to handle."""
-    result = run_fwe("bootstrap", "--help", env={"COLUMNS": "200"})
-    assert result.returncode == 0
+    result = invoke("bootstrap", "--help", env={"COLUMNS": "200"})
+    assert result.exit_code == 0
     for flag in ("--gb", "--out", "--source", "--local-path", "--dataset", "--name", "--split", "--shard-mod",
                  "--shard-rem", "--file-mb", "--fields", "--json", "--artifacts-dir", "--force", "--verify",
                  "--checkpoint-mb", "--bad-records"):
@@ -29,10 +33,10 @@ def test_help_teaches_flags_and_exit_codes():
 
 def test_directory_output_manifest_and_artifact(tmp_path):
     """A run writes part files whose size, line count and sha256 the manifest records, totals that add up,
-    the issue's provenance fields, no temporary files, a matching --json result and an artifact."""
+    the provenance fields, no temporary files, a matching --json result and an artifact."""
     out = tmp_path / "out"
     result = cli(*SMALL, "--out", str(out), "--json", tmp=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     data = orjson.loads(result.stdout)
     manifest = manifest_of(out)
     assert data["complete"] is True and data["manifest"] == manifest
@@ -58,26 +62,26 @@ def test_directory_output_manifest_and_artifact(tmp_path):
 def test_rerun_of_a_complete_output_changes_nothing(tmp_path):
     """Re-running a finished bootstrap reports it complete and leaves its files untouched."""
     out = tmp_path / "out"
-    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).returncode == 0
+    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).exit_code == 0
     hashes, mtimes = file_hashes(out), {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     again = cli(*SMALL, "--out", str(out), "--json", tmp=tmp_path)
-    assert again.returncode == 0 and orjson.loads(again.stdout)["outcome"] == "already_complete"
+    assert again.exit_code == 0 and orjson.loads(again.stdout)["outcome"] == "already_complete"
     assert file_hashes(out) == hashes and {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == mtimes
 
 
 def test_different_arguments_are_refused_unless_force(tmp_path):
     """Other arguments against an existing output exit 8 naming what differs; --force starts over."""
     out = tmp_path / "out"
-    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).returncode == 0
+    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).exit_code == 0
     refused = cli("--source", "synthetic", "--gb", "0.002", "--file-mb", "1", "--fields", "all", "--out", str(out),
                   tmp=tmp_path)
-    assert refused.returncode == 8
+    assert refused.exit_code == 8
     message = " ".join(refused.stderr.split())
     assert "--gb 0.003 there, 0.002 now" in message and "--fields 'text' there, 'all' now" in message
     assert "--force" in message
     forced = cli("--source", "synthetic", "--gb", "0.002", "--file-mb", "1", "--fields", "all", "--out", str(out),
                  "--force", tmp=tmp_path)
-    assert forced.returncode == 0, forced.stderr
+    assert forced.exit_code == 0, forced.stderr
     assert manifest_of(out)["fields"] == "all" and len(manifest_of(out)["files"]) == 2
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "part-00000.jsonl", "part-00001.jsonl"]
 
@@ -89,8 +93,8 @@ def test_foreign_directory_is_refused_and_force_keeps_foreign_files(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     refused = cli(*SMALL, "--out", str(out), tmp=tmp_path)
-    assert refused.returncode == 8 and "not an fwe bootstrap" in refused.stderr
-    assert cli(*SMALL, "--out", str(out), "--force", tmp=tmp_path).returncode == 0
+    assert refused.exit_code == 8 and "not an fwe bootstrap" in refused.stderr
+    assert cli(*SMALL, "--out", str(out), "--force", tmp=tmp_path).exit_code == 0
     assert (out / "notes.txt").read_text() == "keep me"
 
 
@@ -98,7 +102,7 @@ def test_preflight_refuses_before_writing_anything(tmp_path):
     """More than the disk holds fails with exit 7 and a message giving free and needed space; nothing is created."""
     out = tmp_path / "out"
     result = cli("--source", "synthetic", "--gb", "100000000", "--out", str(out), tmp=tmp_path)
-    assert result.returncode == 7
+    assert result.exit_code == 7
     message = " ".join(result.stderr.split())
     assert "not enough disk space" in message and "GB free" in message and "needed" in message
     assert not out.exists()
@@ -106,56 +110,56 @@ def test_preflight_refuses_before_writing_anything(tmp_path):
 
 def test_bad_flags_exit_2(tmp_path):
     """Missing or bad values are usage errors (exit 2) with a message naming the flag."""
-    assert cli("--gb", "1", tmp=tmp_path).returncode == 2
+    assert cli("--gb", "1", tmp=tmp_path).exit_code == 2
     no_gb = cli("--out", str(tmp_path / "o"), tmp=tmp_path)
-    assert no_gb.returncode == 2 and "--gb" in no_gb.stderr
+    assert no_gb.exit_code == 2 and "--gb" in no_gb.stderr
     negative = cli("--gb", "-1", "--out", str(tmp_path / "o"), "--source", "synthetic", tmp=tmp_path)
-    assert negative.returncode == 2 and "--gb" in negative.stderr
+    assert negative.exit_code == 2 and "--gb" in negative.stderr
     fields = cli("--gb", "0.001", "--out", str(tmp_path / "o"), "--source", "synthetic", "--fields", "some",
                  tmp=tmp_path)
-    assert fields.returncode == 2 and "'some'" in fields.stderr
+    assert fields.exit_code == 2 and "'some'" in fields.stderr
     single = cli("--gb", "0.001", "--out", str(tmp_path / "o.jsonl"), "--file-mb", "1", "--source", "synthetic",
                  tmp=tmp_path)
-    assert single.returncode == 2 and "--file-mb" in single.stderr
+    assert single.exit_code == 2 and "--file-mb" in single.stderr
 
 
 def test_verify_detects_a_changed_part(tmp_path):
     """--verify passes on an intact bootstrap and fails (exit 1, naming the file) once a byte of a part changes;
     a part whose size changed makes a re-run refuse the output as damaged (exit 8)."""
     out = tmp_path / "out"
-    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).returncode == 0
+    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).exit_code == 0
     ok = cli("--verify", "--out", str(out), "--json", tmp=tmp_path)
-    assert ok.returncode == 0 and orjson.loads(ok.stdout)["ok"] is True
+    assert ok.exit_code == 0 and orjson.loads(ok.stdout)["ok"] is True
     part = out / "part-00001.jsonl"
     data = bytearray(part.read_bytes())
     data[100] ^= 1
     part.write_bytes(bytes(data))
     bad = cli("--verify", "--out", str(out), "--json", tmp=tmp_path)
-    assert bad.returncode == 1
+    assert bad.exit_code == 1
     assert orjson.loads(bad.stdout)["problems"] == [{"name": "part-00001.jsonl",
                                                      "problem": "sha256 differs from the manifest"}]
     part.write_bytes(bytes(data[:-10]))
     damaged = cli(*SMALL, "--out", str(out), tmp=tmp_path)
-    assert damaged.returncode == 8 and "damaged" in damaged.stderr
+    assert damaged.exit_code == 8 and "damaged" in damaged.stderr
 
 
 def test_smoke_reads_a_bootstrap_dir_and_refuses_an_incomplete_one(tmp_path):
     """The loader reads a finished bootstrap directory through its manifest; an unfinished one fails with a
     message saying it is incomplete and how to finish it, and --allow-partial reads the finished parts."""
     out = tmp_path / "out"
-    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).returncode == 0
-    smoke = run_fwe("smoke", "--local-path", str(out), "--timeout", "60", "--json",
-                    "--artifacts-dir", str(tmp_path / "artifacts"))
-    assert smoke.returncode == 0, smoke.stderr
+    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).exit_code == 0
+    smoke = invoke("smoke", "--local-path", str(out), "--timeout", "60", "--json",
+                   "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert smoke.exit_code == 0, smoke.stderr
     assert orjson.loads(smoke.stdout)["source"]["files"] == 3
-    killed = cli(*SMALL, "--out", str(tmp_path / "part"), tmp=tmp_path, env={"FWE_TEST_CRASH_AT": "part-renamed:2"})
-    assert killed.returncode < 0
-    refused = run_fwe("smoke", "--local-path", str(tmp_path / "part"), "--timeout", "60",
-                      "--artifacts-dir", str(tmp_path / "artifacts"))
-    assert refused.returncode == 4 and "incomplete" in refused.stderr and "re-running" in refused.stderr
-    partial = run_fwe("smoke", "--local-path", str(tmp_path / "part"), "--allow-partial", "--timeout", "60",
-                      "--json", "--artifacts-dir", str(tmp_path / "artifacts"))
-    assert partial.returncode == 0 and orjson.loads(partial.stdout)["source"]["files"] == 1
+    killed = killed_at("part-renamed:2", *SMALL, "--out", str(tmp_path / "part"), tmp=tmp_path)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    refused = invoke("smoke", "--local-path", str(tmp_path / "part"), "--timeout", "60",
+                     "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert refused.exit_code == 4 and "incomplete" in refused.stderr and "re-running" in refused.stderr
+    partial = invoke("smoke", "--local-path", str(tmp_path / "part"), "--allow-partial", "--timeout", "60",
+                     "--json", "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert partial.exit_code == 0 and orjson.loads(partial.stdout)["source"]["files"] == 1
 
 
 def test_single_file_output_for_the_users_local_path(tmp_path):
@@ -163,18 +167,28 @@ def test_single_file_output_for_the_users_local_path(tmp_path):
     is complete the file does not exist under its name and the loader says the bootstrap is incomplete."""
     out = tmp_path / "fwe_bootstrap.jsonl"
     args = ("--source", "synthetic", "--gb", "0.002", "--checkpoint-mb", "0.5", "--out", str(out))
-    killed = cli(*args, tmp=tmp_path, env={"FWE_TEST_CRASH_AT": "record:300"})
-    assert killed.returncode < 0 and not out.exists()
-    refused = run_fwe("smoke", "--local-path", str(out), "--artifacts-dir", str(tmp_path / "artifacts"))
-    assert refused.returncode == 4 and "incomplete" in refused.stderr
-    assert cli(*args, tmp=tmp_path).returncode == 0
+    killed = killed_at("record:300", *args, tmp=tmp_path)
+    assert killed.returncode == -signal.SIGKILL and not out.exists(), killed.stderr
+    refused = invoke("smoke", "--local-path", str(out), "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert refused.exit_code == 4 and "incomplete" in refused.stderr
+    assert cli(*args, tmp=tmp_path).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fwe_")) == [
         "fwe_bootstrap.jsonl", "fwe_bootstrap.jsonl.manifest.json"]
     manifest = manifest_of(out)
     assert manifest["files"][0]["name"] == "fwe_bootstrap.jsonl" and manifest["layout"] == "single-file"
     assert manifest["files"][0]["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
-    smoke = run_fwe("smoke", "--local-path", str(out), "--json", "--artifacts-dir", str(tmp_path / "artifacts"))
-    assert smoke.returncode == 0, smoke.stderr
+    smoke = invoke("smoke", "--local-path", str(out), "--json", "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert smoke.exit_code == 0, smoke.stderr
+
+
+def test_signal_handlers_are_given_back_after_a_run(tmp_path):
+    """A run installs its own Ctrl-C/SIGTERM handlers (stop at a record, save a resume point) only for its duration:
+    afterwards, also after a failed run, the process's handlers are the ones it had."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    assert cli(*SMALL, "--out", str(tmp_path / "out"), tmp=tmp_path).exit_code == 0
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    failed = cli(*SMALL, "--out", str(tmp_path / "full"), tmp=tmp_path, env={"FWE_TEST_ENOSPC_AFTER_BYTES": "1000"})
+    assert failed.exit_code == 7 and {sig: signal.getsignal(sig) for sig in before} == before
 
 
 def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
@@ -195,7 +209,7 @@ def test_automation_script_accepts_the_old_flags(tmp_path):
                              "synthetic"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     new = tmp_path / "new.jsonl"
-    assert cli("--source", "synthetic", "--gb", "0.0015", "--out", str(new), tmp=tmp_path).returncode == 0
+    assert cli("--source", "synthetic", "--gb", "0.0015", "--out", str(new), tmp=tmp_path).exit_code == 0
     assert old.read_bytes() == new.read_bytes() and len(lines_of(old)) > 100
     again = subprocess.run([sys.executable, str(script), "--out", str(old), "--bytes", "2M", "--source", "synthetic"],
                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -204,5 +218,5 @@ def test_automation_script_accepts_the_old_flags(tmp_path):
 
 def test_bootstrap_registered_in_top_level_help():
     """`fwe --help` lists the command."""
-    assert "bootstrap" in run_fwe("--help").stdout
+    assert "bootstrap" in invoke("--help").stdout
 
