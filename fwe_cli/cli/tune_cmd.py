@@ -11,11 +11,11 @@ from rich.table import Table
 
 from fwe_cli.artifacts import utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
 from fwe_cli.errors import ConfigError
-from fwe_cli.measure.phase0 import parse_targets
+from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
                           write_env_file)
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
@@ -133,14 +133,14 @@ def tune(
     doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
     q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
     threads_grid: Annotated[Optional[str], typer.Option("--threads-grid", help="Tokenizer thread counts to sweep, comma list, 0 = per core (NSA_FWE_TOKENIZER_THREADS). Default: not swept.")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="Steady-state steps measured per trial.")] = 200,
-    step_ms: Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = raw loader throughput.")] = 0.0,
-    repeats: Annotated[int, typer.Option(min=1, help="Trials per setting, interleaved round by round.")] = 3,
+    steps: Steps = 200,
+    step_ms: StepMs = 0.0,
+    repeats: Repeats = 3,
     budget_s: Annotated[float, typer.Option(help="Hard wall-clock limit for the whole sweep, s; running out = partial, exit 6.")] = 900.0,
     objective: Annotated[str, typer.Option(help="tokens_per_s (maximise) | stall (minimise stall fraction; needs --step-ms).")] = "tokens_per_s",
-    targets: Annotated[Optional[str], typer.Option(help="fetch_p95_ms=100 constrains the pick (same syntax as fwe measure).")] = None,
-    timeout: Annotated[float, typer.Option(help="Loader timeout per batch inside a trial, s.")] = 60.0,
-    run_timeout: Annotated[float, typer.Option(help="Hard limit for one trial (a subprocess), s; over it = failed.")] = 120.0,
+    targets: Targets = None,
+    timeout: Timeout = 60.0,
+    run_timeout: RunTimeout = 120.0,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]

@@ -91,8 +91,9 @@ def main(t0_wall: float) -> None:
 
     perf_at_t0 = time.perf_counter() - (time.time() - t0_wall)  # t0_wall on this process's perf_counter clock
     spec = orjson.loads(open(sys.argv[1], "rb").read())
-    from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
+    from fwe_cli.loader.config import LoaderConfig
     from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
 
@@ -107,7 +108,7 @@ def main(t0_wall: float) -> None:
     try:
         result["test_hook"] = _plant_slow_doc_batch(config.doc_batch)
     except FweError as exc:
-        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": None}
+        result["error"] = error_record(exc)
         with open(spec["result_path"], "wb") as handle:
             handle.write(orjson.dumps(result))
         return
@@ -129,7 +130,7 @@ def main(t0_wall: float) -> None:
             if counting else None)
         result["steady"] = _steady(loader, spec["steps"], spec["step_ms"])
     except FweError as exc:
-        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": getattr(exc, "stage", None)}
+        result["error"] = error_record(exc)
     finally:
         loader.close()
     import resource

@@ -10,11 +10,9 @@ import time
 
 import numpy as np
 
-import fwe_cli
-from fwe_cli.artifacts import utc_iso
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.artifacts import error_record, provenance, utc_iso
 from fwe_cli.errors import FweError, LoaderTimeout
-from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 
@@ -95,14 +93,11 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         "fallback": stats["fallback"],
         "warmup": stats["warmup"],
         "checks": checks,
-        "error": None if error is None else {"type": type(error).__name__, "message": str(error),
-                                             "stage": getattr(error, "stage", stats["stage"])},
+        "error": None if error is None else error_record(error, stats["stage"]),
         "loader": stats,
         "config": config.to_dict(),
         "env": env_snapshot(),
-        "host": host_facts(),
-        "versions": package_versions(),
-        "fwe_version": fwe_cli.__version__,
+        **provenance(),
         "started": started,
         "finished": utc_iso(),
     }

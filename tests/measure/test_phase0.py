@@ -4,7 +4,8 @@ import orjson
 import pytest
 
 from fwe_cli.loader import ConfigError, resolve_config
-from fwe_cli.measure.phase0 import MeasurePlan, parse_targets, run_measure
+from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.child import PHASES
 from tests.helpers import run_fwe
 
