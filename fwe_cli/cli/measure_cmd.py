@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import utc_stamp, write_json
@@ -12,7 +13,6 @@ from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.measure.phase0 import MeasurePlan, run_measure
 from fwe_cli.measure.plan import parse_targets
 
 HELP = """Measure cold vs warm time to first batch, split into phases, and steady-state fetch latency.
@@ -41,7 +41,7 @@ def _runs_table(summary: dict) -> Table:
         table.add_column(column, justify="left" if column in ("run", "slowest phase") else "right")
     for run in summary["runs"]:
         if run.get("error"):
-            table.add_row(run["kind"], "[red]failed[/]", run["error"]["message"][:60], *[""] * 7)
+            table.add_row(run["kind"], "[red]failed[/]", escape(run["error"]["message"][:60]), *[""] * 7)
             continue
         phase, secs = max(run["phases"].items(), key=lambda kv: kv[1])
         stall = run["stall_fraction"]
@@ -77,17 +77,19 @@ def measure(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
+    from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+
     config = resolve_config(loader_timeout=timeout, **loader_flags)
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
     out_dir = os.path.join(str(artifacts_dir), "measure", utc_stamp())
-    summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     write_json(summary["artifact"], summary)
     console.print(_runs_table(summary))
     console.print(_verdict_table(summary))
-    console.print(f"artifacts: {out_dir}")
+    console.print(f"artifacts: {escape(out_dir)}")
     if json_out:
         print_json(summary)
     if any(run.get("error") for run in summary["runs"]):

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.color import Color
+from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 
@@ -16,8 +17,6 @@ from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
 from fwe_cli.errors import ConfigError
 from fwe_cli.measure.plan import parse_targets
-from fwe_cli.measure.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
-                          write_env_file)
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 
 HELP = "\n\n".join([
@@ -52,6 +51,8 @@ def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str,
     if given is not None and pinned is not None:
         raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
     if given is not None:
+        from fwe_cli.measure.tune import parse_grid
+
         return parse_grid(given, flag, minimum)
     return (pinned,) if pinned is not None else default
 
@@ -128,6 +129,55 @@ def _ranking(summary: dict, top: int = 8) -> Table:
     return table
 
 
+def _plan(doc_batch_grid: Optional[str], q_grid: Optional[str], threads_grid: Optional[str], pinned: dict,
+          **knobs):
+    """The sweep: each dimension a grid flag or a pinned loader flag (never both); the run knobs as given."""
+    from fwe_cli.measure.tune import DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid
+
+    if threads_grid is not None and pinned["tokenizer_threads"] is not None:
+        raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
+    return TunePlan(
+        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES),
+        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
+        threads=parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None, **knobs)
+
+
+def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_flags: dict):
+    """The config every trial starts from; a setting the rest of it cannot take fails here, before any trial."""
+    from fwe_cli.measure.tune import trial_configs
+
+    # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
+    # (overridden anyway) cannot make it invalid; each trial sets its own values.
+    threads = plan.threads
+    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
+                            tokenizer_threads=threads[0] if threads else pinned_threads, **loader_flags)
+    trial_configs(config, plan)
+    swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
+    overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
+    if overridden:
+        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
+                      "overridden by the sweep[/]")
+    return config
+
+
+def _report(summary: dict) -> None:
+    """Heatmaps, legend, ranking and the recommendation, on stderr."""
+    for table in _heatmaps(summary):
+        console.print(table)
+    console.print(LEGEND, soft_wrap=True)
+    console.print(_ranking(summary))
+    if summary["test_hooks"]:
+        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {escape(str(summary['test_hooks']))}: these numbers are not "
+                      "this node's")
+    rec = summary["recommendation"]
+    if rec:
+        colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
+        console.print(f"recommended: [bold]{escape(rec['label'])}[/]  confidence [{colour}]{rec['confidence']}[/]: "
+                      f"{escape(rec['reason'])}", soft_wrap=True)
+        console.print(rec["export"], soft_wrap=True, markup=False)
+        console.print(f"fwe.env: {escape(summary['env_file'])}   summary: {escape(summary['artifact'])}")
+
+
 @fwe_command()
 def tune(
     doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
@@ -145,54 +195,32 @@ def tune(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
+    from fwe_cli.measure.tune import run_tune, write_env_file
+
     pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
-    if threads_grid is not None and pinned["tokenizer_threads"] is not None:
-        raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
-    threads = parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None
-    plan = TunePlan(
-        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES),
-        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
-        threads=threads, steps=steps, step_ms=step_ms, repeats=repeats, budget_s=budget_s, objective=objective,
-        run_timeout=run_timeout, targets=parse_targets(targets))
-    # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
-    # (overridden anyway) cannot make it invalid; each trial sets its own values.
-    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
-                            tokenizer_threads=threads[0] if threads else pinned["tokenizer_threads"], **loader_flags)
-    trial_configs(config, plan)  # a setting the rest of the config cannot take fails here, before any trial
-    swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
-    overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
-    if overridden:
-        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
-                      "overridden by the sweep[/]")
+    plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, repeats=repeats,
+                 budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
+    config = _base_config(plan, pinned["tokenizer_threads"], timeout, loader_flags)
     out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
     console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
-                  f"budget {budget_s:g} s, artifacts {out_dir}[/]")
-    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+                  f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
+    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     rec = summary["recommendation"]
     summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
     write_json(summary["artifact"], summary)
-    for table in _heatmaps(summary):
-        console.print(table)
-    console.print(LEGEND, soft_wrap=True)
-    console.print(_ranking(summary))
-    if summary["test_hooks"]:
-        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {summary['test_hooks']}: these numbers are not this node's")
-    if rec:
-        colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
-        console.print(f"recommended: [bold]{rec['label']}[/]  confidence [{colour}]{rec['confidence']}[/]: {rec['reason']}",
-                      soft_wrap=True)
-        console.print(rec["export"], soft_wrap=True, markup=False)
-        console.print(f"fwe.env: {summary['env_file']}   summary: {summary['artifact']}")
+    _report(summary)
     if json_out:
         print_json(summary)
     failed = [t for t in summary["trials"] if t.get("error")]
     if failed or rec is None:
+        first = failed[0]["error"]["message"] if failed else "none ran"
         console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
-                      f"{failed[0]['error']['message'] if failed else 'none ran'}", soft_wrap=True)
+                      f"{escape(first)}", soft_wrap=True)
         raise typer.Exit(EXIT_LOADER)
     if summary["partial"]:
-        console.print(f"[bold yellow]PARTIAL[/] {summary['budget']['stopped']} — exit {EXIT_PARTIAL}", soft_wrap=True)
+        console.print(f"[bold yellow]PARTIAL[/] {escape(summary['budget']['stopped'])} — exit {EXIT_PARTIAL}",
+                      soft_wrap=True)
         raise typer.Exit(EXIT_PARTIAL)
 
 
