@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
+from rich.markup import escape
 
 from fwe_cli.cli.errors import exit_code_for, one_line
 from fwe_cli.cli.output import console
@@ -64,7 +65,7 @@ def fwe_command(with_loader_options: bool = True) -> Callable:
             try:
                 return func(*args, **kwargs)
             except FweError as exc:
-                console.print(f"[bold red]error:[/] {one_line(exc)}", soft_wrap=True)
+                console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
                 raise typer.Exit(exit_code_for(exc)) from None
 
         if with_loader_options:
