@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark: in-process time to the first batch from a warm local JSONL, GPT-2 tokenizer, seq 1024, batch 8.
 
-Target (issue 2): under 0.3 s. Measured from FineWebLoader(config) to the first batch in hand, i.e. tokenizer
+Target: under 0.3 s. Measured from FineWebLoader(config) to the first batch in hand, i.e. tokenizer
 load + file open + first documents + tokenization + packing + queue handoff; imports are done beforehand
 (a training script has imported fwe long before it asks for data). Each repeat is a new loader on the same
 file, whose pages are in the page cache after the first read ("warm"). The first repeat parses tokenizer.json
-(~90 ms for GPT-2); later loaders in the process reuse the parsed tokenizer, so both figures are reported.
+(a noticeable share of the first figure for GPT-2); later loaders in the process reuse the parsed tokenizer, so both figures are reported.
 
     python scripts/bench_first_batch.py [--repeats 10] [--out artifacts/bench]
 
