@@ -109,23 +109,24 @@ def test_bad_flag_value_is_usage_error(tmp_path):
     assert not (tmp_path / "smoke").exists()
 
 
-def _one_json_object(stdout: str) -> dict:
-    """stdout holds exactly one JSON object (orjson rejects trailing data)."""
-    data = orjson.loads(stdout)
-    assert isinstance(data, dict)
-    return data
+def _smoke_on_fifo(tmp_path, *args: str):
+    """`fwe smoke --json` in its own process on a local path that is a FIFO nobody writes (a read that never returns);
+    returns the process and its stdout, which must be exactly one JSON object (orjson rejects trailing data)."""
+    fifo = tmp_path / "stuck.jsonl"
+    os.mkfifo(fifo)
+    proc = run_fwe("smoke", "--local-path", str(fifo), *args, "--json", "--artifacts-dir", str(tmp_path / "a"),
+                   timeout=60)
+    data = orjson.loads(proc.stdout) if proc.stdout.strip() else None
+    assert isinstance(data, dict), (proc.returncode, proc.stdout, proc.stderr)
+    return proc, data
 
 
 def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path):
     """A source that never yields (a FIFO nobody writes) with --synthetic-on-fail: the loader's deadline ends
     the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first): exit 0, one
     JSON object on stdout recording the fallback, equal to the artifact."""
-    fifo = tmp_path / "stuck.jsonl"
-    os.mkfifo(fifo)
-    proc = run_fwe("smoke", "--local-path", str(fifo), "--synthetic-on-fail", "--timeout", "3", "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), timeout=60)
+    proc, data = _smoke_on_fifo(tmp_path, "--synthetic-on-fail", "--timeout", "3")
     assert proc.returncode == 0, proc.stderr
-    data = _one_json_object(proc.stdout)
     assert data["ok"] is True and data["error"] is None and data["batches"] == 3
     assert data["fallback"]["from_source"] == "local" and data["fallback"]["to_source"] == "synthetic"
     assert "LoaderTimeout" in data["fallback"]["reason"]
@@ -136,15 +137,11 @@ def test_watchdog_still_prints_one_json_object(tmp_path):
     """A read blocked in the main thread (--no-prefetch on a FIFO) is beyond the loader's deadline: the last-resort
     watchdog ends the process with the timeout code (3), still printing one JSON object (ok false, the error
     named) on stdout and writing it as the artifact."""
-    fifo = tmp_path / "stuck.jsonl"
-    os.mkfifo(fifo)
-    proc = run_fwe("smoke", "--local-path", str(fifo), "--no-prefetch", "--timeout", "1", "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), timeout=60)
+    proc, data = _smoke_on_fifo(tmp_path, "--no-prefetch", "--timeout", "1")
     assert proc.returncode == 3, proc.stderr
-    data = _one_json_object(proc.stdout)
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}
-    assert data["config"]["local_path"] == str(fifo) and data["fwe_version"]
+    assert data["config"]["local_path"] == str(tmp_path / "stuck.jsonl") and data["fwe_version"]
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert [str(a) for a in artifacts] == [data["artifact"]]
     assert orjson.loads(artifacts[0].read_bytes()) == data
