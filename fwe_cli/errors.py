@@ -1,7 +1,7 @@
 """The exceptions fwe raises on purpose.
 
-Each maps to one exit code in one place (`fwe_cli.cli.app.EXIT_CODES`); anything else is a bug and
-keeps its traceback.
+Each maps to one exit code in one place (`_CODES` / `exit_code_for` in fwe_cli/cli/errors.py); anything else is a
+bug and keeps its traceback.
 """
 
 
@@ -31,6 +31,11 @@ class LoaderTimeout(LoaderError):
     def __init__(self, message: str, stage: str = "unknown"):
         super().__init__(message)
         self.stage = stage
+
+
+class HardTimeout(LoaderTimeout):
+    """No result at all in time: a last-resort watchdog ended a run the loader's own deadline could not (e.g. a
+    read blocked in the main thread). Exit code: timeout."""
 
 
 class OutputError(FweError):

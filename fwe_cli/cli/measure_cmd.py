@@ -2,17 +2,18 @@
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.measure.phase0 import MeasurePlan, parse_targets, run_measure
+from fwe_cli.measure.plan import parse_targets
 
 HELP = """Measure cold vs warm time to first batch, split into phases, and steady-state fetch latency.
 
@@ -40,7 +41,7 @@ def _runs_table(summary: dict) -> Table:
         table.add_column(column, justify="left" if column in ("run", "slowest phase") else "right")
     for run in summary["runs"]:
         if run.get("error"):
-            table.add_row(run["kind"], "[red]failed[/]", run["error"]["message"][:60], *[""] * 7)
+            table.add_row(run["kind"], "[red]failed[/]", escape(run["error"]["message"][:60]), *[""] * 7)
             continue
         phase, secs = max(run["phases"].items(), key=lambda kv: kv[1])
         stall = run["stall_fraction"]
@@ -65,28 +66,30 @@ def _verdict_table(summary: dict) -> Table:
 def measure(
     cold: Annotated[bool, typer.Option("--cold", help="Run with empty caches.")] = False,
     warm: Annotated[bool, typer.Option("--warm", help="Run again with the caches left behind.")] = False,
-    steps: Annotated[int, typer.Option(min=1, help="Steady-state steps after the first batch.")] = 200,
-    step_ms: Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = loader-bound.")] = 0.0,
-    repeats: Annotated[int, typer.Option(min=1, help="Cold/warm sequences, each with a fresh cache.")] = 1,
-    targets: Annotated[Optional[str], typer.Option(help="Override targets: cold_first_batch_s=10,warm_first_batch_s=5,fetch_p95_ms=100.")] = None,
+    steps: Steps = 200,
+    step_ms: StepMs = 0.0,
+    repeats: Repeats = 1,
+    targets: Targets = None,
     fail_on_kpi: Annotated[bool, typer.Option("--fail-on-kpi", help="Exit 5 when a target is missed (for CI).")] = False,
-    timeout: Annotated[float, typer.Option(help="Loader timeout per batch, s (first batch included).")] = 60.0,
-    run_timeout: Annotated[float, typer.Option(help="Hard limit for one whole run (a subprocess), s.")] = 300.0,
+    timeout: Timeout = 60.0,
+    run_timeout: RunTimeout = 300.0,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
+    from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+
     config = resolve_config(loader_timeout=timeout, **loader_flags)
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
     out_dir = os.path.join(str(artifacts_dir), "measure", utc_stamp())
-    summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     write_json(summary["artifact"], summary)
     console.print(_runs_table(summary))
     console.print(_verdict_table(summary))
-    console.print(f"artifacts: {out_dir}")
+    console.print(f"artifacts: {escape(out_dir)}")
     if json_out:
         print_json(summary)
     if any(run.get("error") for run in summary["runs"]):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
+from rich.markup import escape
 
 from fwe_cli.cli.errors import exit_code_for, one_line
 from fwe_cli.cli.output import console
@@ -64,7 +65,7 @@ def fwe_command(with_loader_options: bool = True) -> Callable:
             try:
                 return func(*args, **kwargs)
             except FweError as exc:
-                console.print(f"[bold red]error:[/] {one_line(exc)}", soft_wrap=True)
+                console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
                 raise typer.Exit(exit_code_for(exc)) from None
 
         if with_loader_options:
@@ -81,3 +82,12 @@ def fwe_command(with_loader_options: bool = True) -> Callable:
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
 ArtifactsDir = Annotated[Path, typer.Option("--artifacts-dir", help="Where artifacts are written.")]
+
+# The knobs of a measured run (fwe_cli.measure.plan.RunPlan), shared by `fwe measure` and `fwe tune`; each command
+# keeps its own default in its signature.
+Steps = Annotated[int, typer.Option(min=1, help="Steady-state steps measured per run, after its first batch.")]
+StepMs = Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = loader-bound (raw loader throughput).")]
+Repeats = Annotated[int, typer.Option(min=1, help="Repetitions: of the cold/warm sequence (measure, each with a fresh cache) or of every setting's trial (tune, interleaved round by round).")]
+Targets = Annotated[Optional[str], typer.Option(help="KPI targets NAME=VALUE, comma list: cold_first_batch_s=10,warm_first_batch_s=5,fetch_p95_ms=100 (the defaults); tune's pick must meet fetch_p95_ms.")]
+Timeout = Annotated[float, typer.Option(help="Loader timeout per batch inside a run, s (first batch included).")]
+RunTimeout = Annotated[float, typer.Option(help="Hard limit for one run (a subprocess), s; over it the run counts as failed.")]

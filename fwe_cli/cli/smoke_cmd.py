@@ -3,18 +3,20 @@
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, write_json
-from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, EXIT_TIMEOUT, exit_code_for, one_line
+from fwe_cli.artifacts import artifact_path, utc_iso, write_json
+from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, fmt_s, print_json
-from fwe_cli.loader.config import resolve_config
-from fwe_cli.measure.smoke import run_smoke
+from fwe_cli.errors import HardTimeout
+from fwe_cli.loader.config import env_snapshot, resolve_config
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -27,32 +29,59 @@ Examples:
   fwe smoke --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8
 """
 EPILOG = EXIT_CODES_HELP
-WATCHDOG_GRACE_S = 1.0  # past the timeout, a stuck process is ended from a watchdog thread
+# The watchdog fires this long after the loader's own deadline: room for the loader to raise its timeout, close
+# (its joins are bounded), and for the command to write the artifact and print the result.
+WATCHDOG_GRACE_S = 2.0
 
 
-def _watchdog(seconds: float, artifact: str, base: dict) -> threading.Timer:
-    """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled source)."""
+class Watchdog:
+    """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
+    the main thread). The loader's deadline owns the time limit; this timer follows it (`arm` at every deadline
+    `run_smoke` reports, including the new one a fallback gets) and fires only WATCHDOG_GRACE_S after it. Firing
+    writes the artifact, prints the one result object with --json, and ends the process with the timeout code."""
 
-    def fire() -> None:
-        record = dict(base, ok=False, error={"type": "HardTimeout", "message": f"no result within {seconds:g} s",
-                                             "stage": "unknown (watchdog)"})
-        write_json(artifact, record)
-        console.print(f"[bold red]error:[/] hard timeout: no result within {seconds:g} s; artifact {artifact}")
-        os._exit(EXIT_TIMEOUT)
+    def __init__(self, artifact: str, base: dict, json_out: bool):
+        self.artifact, self.base, self.json_out = artifact, base, json_out
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
 
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def arm(self, deadline: float, fallback: dict | None = None) -> None:
+        """(Re)start the timer for `deadline` (a time.perf_counter value) plus the grace."""
+        if fallback is not None:
+            self.base["fallback"] = fallback
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(max(0.0, deadline - time.perf_counter()) + WATCHDOG_GRACE_S, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def _fire(self) -> None:
+        from fwe_cli.artifacts import error_record, provenance, utc_iso
+
+        exc = HardTimeout(f"no result within {WATCHDOG_GRACE_S:g} s after the loader's deadline", stage="unknown (watchdog)")
+        record = dict(self.base, ok=False, error=error_record(exc), artifact=self.artifact, **provenance(),
+                      finished=utc_iso())
+        write_json(self.artifact, record)
+        if self.json_out:
+            print_json(record)
+        console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; artifact {escape(self.artifact)}",
+                      soft_wrap=True)
+        sys.stderr.flush()
+        os._exit(exit_code_for(exc))
 
 
 def _exit(code: int, result: dict) -> None:
     """Exit with `code`; immediately (os._exit) when the producer thread could not be stopped.
 
-    A producer stuck in a native read cannot be joined, and interpreter shutdown then hangs on it and
-    aborts: measured against tests/hubsim with the parquet data read stalled and --timeout 5, exit
-    came 7 s after the timeout, as SIGABRT ("PyGILState_Release ... finalizing"), once the client's
-    10 s read timeout woke pyarrow's I/O thread. Artifact, JSON and message are written by now."""
+    A producer stuck in a native read cannot be joined, and interpreter shutdown then waits on it and can abort
+    (SIGABRT while finalizing) once the read finally wakes, long after the timeout. Artifact, JSON and message are
+    written by now, so nothing is lost by skipping the shutdown."""
     if result.get("loader", {}).get("producer_alive"):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -68,17 +97,17 @@ def _summary(result: dict, artifact: str) -> None:
     table.add_row("batches", f"{result['batches']} x {result['shape']} int32")
     table.add_row("tokens/s", f"{result['tokens_per_s']:,.0f}")
     tok = result["tokenizer"] or {}
-    table.add_row("tokenizer", f"{tok.get('name')} ({tok.get('backend')}, vocab {tok.get('vocab_size')})")
-    table.add_row("source", ", ".join(f"{k}={v}" for k, v in result["source"].items() if k != "bad_records"))
+    table.add_row("tokenizer", escape(f"{tok.get('name')} ({tok.get('backend')}, vocab {tok.get('vocab_size')})"))
+    table.add_row("source", escape(", ".join(f"{k}={v}" for k, v in result["source"].items() if k != "bad_records")))
     bad = result["source"].get("bad_records")
     if bad and bad["count"]:
-        table.add_row("bad records", f"[yellow]{bad['count']} skipped[/], first: {bad['examples'][0]}")
+        table.add_row("bad records", f"[yellow]{bad['count']} skipped[/], first: {escape(str(bad['examples'][0]))}")
     for check in result["checks"]:
         mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
-        table.add_row(f"check {check['name']}", f"{mark} {check['detail']}")
+        table.add_row(f"check {check['name']}", f"{mark} {escape(check['detail'])}")
     if result["fallback"]:
-        table.add_row("[bold red]FALLBACK[/]", f"synthetic data used: {result['fallback']['reason']}")
-    table.add_row("artifact", artifact)
+        table.add_row("[bold red]FALLBACK[/]", f"synthetic data used: {escape(result['fallback']['reason'])}")
+    table.add_row("artifact", escape(artifact))
     console.print(table)
 
 
@@ -91,20 +120,24 @@ def smoke(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
+    from fwe_cli.measure.smoke import run_smoke
+
     config = resolve_config(loader_timeout=timeout, **loader_flags)
     artifact = artifact_path(str(artifacts_dir), "smoke")
-    timer = _watchdog(timeout + WATCHDOG_GRACE_S, artifact, {"config": config.to_dict(), "first_batch_s": None})
+    watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
+                                   "fallback": None, "started": utc_iso()}, json_out)
     try:
-        result, exc = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None)
+        result, exc = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
+                                on_deadline=watchdog.arm)
     finally:
-        timer.cancel()
+        watchdog.cancel()
     result["artifact"] = artifact
     write_json(artifact, result)
     _summary(result, artifact)
     if json_out:
         print_json(result)
     if exc is not None:
-        console.print(f"[bold red]error:[/] {one_line(exc)}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
         _exit(exit_code_for(exc), result)
     if not result["ok"]:
         _exit(EXIT_FAILED, result)

@@ -6,18 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 from rich.color import Color
+from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 
 from fwe_cli.artifacts import utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
 from fwe_cli.errors import ConfigError
-from fwe_cli.measure.phase0 import parse_targets
-from fwe_cli.measure.tune import (DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid, run_tune, trial_configs,
-                          write_env_file)
+from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 
 HELP = "\n\n".join([
@@ -52,6 +51,8 @@ def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str,
     if given is not None and pinned is not None:
         raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
     if given is not None:
+        from fwe_cli.measure.tune import parse_grid
+
         return parse_grid(given, flag, minimum)
     return (pinned,) if pinned is not None else default
 
@@ -128,71 +129,98 @@ def _ranking(summary: dict, top: int = 8) -> Table:
     return table
 
 
-@fwe_command()
-def tune(
-    doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
-    q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
-    threads_grid: Annotated[Optional[str], typer.Option("--threads-grid", help="Tokenizer thread counts to sweep, comma list, 0 = per core (NSA_FWE_TOKENIZER_THREADS). Default: not swept.")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="Steady-state steps measured per trial.")] = 200,
-    step_ms: Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = raw loader throughput.")] = 0.0,
-    repeats: Annotated[int, typer.Option(min=1, help="Trials per setting, interleaved round by round.")] = 3,
-    budget_s: Annotated[float, typer.Option(help="Hard wall-clock limit for the whole sweep, s; running out = partial, exit 6.")] = 900.0,
-    objective: Annotated[str, typer.Option(help="tokens_per_s (maximise) | stall (minimise stall fraction; needs --step-ms).")] = "tokens_per_s",
-    targets: Annotated[Optional[str], typer.Option(help="fetch_p95_ms=100 constrains the pick (same syntax as fwe measure).")] = None,
-    timeout: Annotated[float, typer.Option(help="Loader timeout per batch inside a trial, s.")] = 60.0,
-    run_timeout: Annotated[float, typer.Option(help="Hard limit for one trial (a subprocess), s; over it = failed.")] = 120.0,
-    json_out: JsonFlag = False,
-    artifacts_dir: ArtifactsDir = Path("artifacts"),
-    loader_flags: dict = None,  # type: ignore[assignment]
-) -> None:
-    pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
+def _plan(doc_batch_grid: Optional[str], q_grid: Optional[str], threads_grid: Optional[str], pinned: dict,
+          **knobs):
+    """The sweep: each dimension a grid flag or a pinned loader flag (never both); the run knobs as given."""
+    from fwe_cli.measure.tune import DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid
+
     if threads_grid is not None and pinned["tokenizer_threads"] is not None:
         raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
-    threads = parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None
-    plan = TunePlan(
+    return TunePlan(
         doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES),
         queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
-        threads=threads, steps=steps, step_ms=step_ms, repeats=repeats, budget_s=budget_s, objective=objective,
-        run_timeout=run_timeout, targets=parse_targets(targets))
+        threads=parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None, **knobs)
+
+
+def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_flags: dict):
+    """The config every trial starts from; a setting the rest of it cannot take fails here, before any trial."""
+    from fwe_cli.measure.tune import trial_configs
+
     # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
     # (overridden anyway) cannot make it invalid; each trial sets its own values.
+    threads = plan.threads
     config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
-                            tokenizer_threads=threads[0] if threads else pinned["tokenizer_threads"], **loader_flags)
-    trial_configs(config, plan)  # a setting the rest of the config cannot take fails here, before any trial
+                            tokenizer_threads=threads[0] if threads else pinned_threads, **loader_flags)
+    trial_configs(config, plan)
     swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
     overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
     if overridden:
         console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
                       "overridden by the sweep[/]")
-    out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
-    console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
-                  f"budget {budget_s:g} s, artifacts {out_dir}[/]")
-    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
-    summary["artifact"] = os.path.join(out_dir, "summary.json")
-    rec = summary["recommendation"]
-    summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
-    write_json(summary["artifact"], summary)
+    return config
+
+
+def _report(summary: dict) -> None:
+    """Heatmaps, legend, ranking and the recommendation, on stderr."""
     for table in _heatmaps(summary):
         console.print(table)
     console.print(LEGEND, soft_wrap=True)
     console.print(_ranking(summary))
     if summary["test_hooks"]:
-        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {summary['test_hooks']}: these numbers are not this node's")
+        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {escape(str(summary['test_hooks']))}: these numbers are not "
+                      "this node's")
+    rec = summary["recommendation"]
     if rec:
         colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
-        console.print(f"recommended: [bold]{rec['label']}[/]  confidence [{colour}]{rec['confidence']}[/]: {rec['reason']}",
-                      soft_wrap=True)
+        console.print(f"recommended: [bold]{escape(rec['label'])}[/]  confidence [{colour}]{rec['confidence']}[/]: "
+                      f"{escape(rec['reason'])}", soft_wrap=True)
         console.print(rec["export"], soft_wrap=True, markup=False)
-        console.print(f"fwe.env: {summary['env_file']}   summary: {summary['artifact']}")
+        console.print(f"fwe.env: {escape(summary['env_file'])}   summary: {escape(summary['artifact'])}")
+
+
+@fwe_command()
+def tune(
+    doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
+    q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
+    threads_grid: Annotated[Optional[str], typer.Option("--threads-grid", help="Tokenizer thread counts to sweep, comma list, 0 = per core (NSA_FWE_TOKENIZER_THREADS). Default: not swept.")] = None,
+    steps: Steps = 200,
+    step_ms: StepMs = 0.0,
+    repeats: Repeats = 3,
+    budget_s: Annotated[float, typer.Option(help="Hard wall-clock limit for the whole sweep, s; running out = partial, exit 6.")] = 900.0,
+    objective: Annotated[str, typer.Option(help="tokens_per_s (maximise) | stall (minimise stall fraction; needs --step-ms).")] = "tokens_per_s",
+    targets: Targets = None,
+    timeout: Timeout = 60.0,
+    run_timeout: RunTimeout = 120.0,
+    json_out: JsonFlag = False,
+    artifacts_dir: ArtifactsDir = Path("artifacts"),
+    loader_flags: dict = None,  # type: ignore[assignment]
+) -> None:
+    from fwe_cli.measure.tune import run_tune, write_env_file
+
+    pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
+    plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, repeats=repeats,
+                 budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
+    config = _base_config(plan, pinned["tokenizer_threads"], timeout, loader_flags)
+    out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
+    console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
+                  f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
+    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
+    summary["artifact"] = os.path.join(out_dir, "summary.json")
+    rec = summary["recommendation"]
+    summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
+    write_json(summary["artifact"], summary)
+    _report(summary)
     if json_out:
         print_json(summary)
     failed = [t for t in summary["trials"] if t.get("error")]
     if failed or rec is None:
+        first = failed[0]["error"]["message"] if failed else "none ran"
         console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
-                      f"{failed[0]['error']['message'] if failed else 'none ran'}", soft_wrap=True)
+                      f"{escape(first)}", soft_wrap=True)
         raise typer.Exit(EXIT_LOADER)
     if summary["partial"]:
-        console.print(f"[bold yellow]PARTIAL[/] {summary['budget']['stopped']} — exit {EXIT_PARTIAL}", soft_wrap=True)
+        console.print(f"[bold yellow]PARTIAL[/] {escape(summary['budget']['stopped'])} — exit {EXIT_PARTIAL}",
+                      soft_wrap=True)
         raise typer.Exit(EXIT_PARTIAL)
 
 

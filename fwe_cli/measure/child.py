@@ -10,10 +10,11 @@ interpreter_start (spawn -> first line) | imports | tokenizer_ready | source_ope
 first_batch (producer emitted batch 1) | warmup_filled (warmup wait, then the hand-off to the consumer).
 
 Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows that doc batch value's tokenize
-calls in this process; see `_plant_slow_doc_batch`.
+calls in this process and counts them (test_hook.slowed_calls in the result); see `_plant_slow_doc_batch`.
 """
 
 import os
+import threading
 import time
 
 PHASES = ("interpreter_start", "imports", "tokenizer_ready", "source_opened", "first_document", "first_batch",
@@ -40,13 +41,18 @@ def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
     if doc_batch != slow_doc_batch:
         return None
     encode = Pipeline._encode
+    lock = threading.Lock()  # tokenizer threads may call it concurrently
+    record = {"var": SLOW_DOC_BATCH_HOOK, "doc_batch": slow_doc_batch, "ms_per_doc_batch": delay_s * 1000.0,
+              "slowed_calls": 0}
 
     def slowed(self, texts):
         time.sleep(delay_s)
+        with lock:
+            record["slowed_calls"] += 1
         return encode(self, texts)
 
     Pipeline._encode = slowed
-    return {"var": SLOW_DOC_BATCH_HOOK, "doc_batch": slow_doc_batch, "ms_per_doc_batch": delay_s * 1000.0}
+    return record
 
 
 def _steady(loader, steps: int, step_ms: float) -> dict:
@@ -91,8 +97,9 @@ def main(t0_wall: float) -> None:
 
     perf_at_t0 = time.perf_counter() - (time.time() - t0_wall)  # t0_wall on this process's perf_counter clock
     spec = orjson.loads(open(sys.argv[1], "rb").read())
-    from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
+    from fwe_cli.loader.config import LoaderConfig
     from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
 
@@ -107,7 +114,7 @@ def main(t0_wall: float) -> None:
     try:
         result["test_hook"] = _plant_slow_doc_batch(config.doc_batch)
     except FweError as exc:
-        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": None}
+        result["error"] = error_record(exc)
         with open(spec["result_path"], "wb") as handle:
             handle.write(orjson.dumps(result))
         return
@@ -129,7 +136,7 @@ def main(t0_wall: float) -> None:
             if counting else None)
         result["steady"] = _steady(loader, spec["steps"], spec["step_ms"])
     except FweError as exc:
-        result["error"] = {"type": type(exc).__name__, "message": str(exc), "stage": getattr(exc, "stage", None)}
+        result["error"] = error_record(exc)
     finally:
         loader.close()
     import resource

@@ -15,19 +15,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import orjson
 
 import fwe_cli
-from fwe_cli.artifacts import utc_iso
+from fwe_cli.artifacts import error_record, provenance, utc_iso
+from fwe_cli.errors import ConfigError, FweError, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
-from fwe_cli.errors import ConfigError, SourceError
-from fwe_cli.hostinfo import host_facts, package_versions
 from fwe_cli.loader.sources.local import resolve_files
+from fwe_cli.measure.plan import RunPlan
 
-DEFAULT_TARGETS = {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0, "fetch_p95_ms": 100.0}
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)"
 RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error",
             "test_hook")
@@ -35,50 +34,27 @@ STEADY_KEYS = ("fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "fetch_max_ms", "
                "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s")
 
 
-def parse_targets(text: str | None) -> dict[str, float]:
-    """'cold_first_batch_s=8,fetch_p95_ms=80' -> DEFAULT_TARGETS updated; ConfigError naming a bad entry."""
-    targets = dict(DEFAULT_TARGETS)
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or key.strip() not in DEFAULT_TARGETS:
-            raise ConfigError(f"--targets entry {item!r} is not NAME=VALUE with NAME in {', '.join(DEFAULT_TARGETS)}")
-        try:
-            targets[key.strip()] = float(value)
-        except ValueError:
-            raise ConfigError(f"--targets entry {item!r}: {value!r} is not a number") from None
-    return targets
+class RunTimeout(FweError):
+    """A measured run did not finish within the plan's run_timeout (the subprocess was killed)."""
+
+
+class ChildCrashed(FweError):
+    """A measured run's process ended without writing its result."""
 
 
 @dataclass(frozen=True)
-class MeasurePlan:
-    """What `fwe measure` runs."""
+class MeasurePlan(RunPlan):
+    """What `fwe measure` runs: cold and/or warm runs, `repeats` sequences of them, each with its own fresh cache."""
 
     cold: bool = True
     """Run with empty caches (fresh HF cache, local file pages dropped)."""
     warm: bool = True
     """Run again with the caches left behind (after a priming run when there is no cold run)."""
-    steps: int = 200
-    """Steady-state steps measured after the first batch."""
-    step_ms: float = 0.0
-    """Simulated consumer compute per step (sleep), in milliseconds."""
-    repeats: int = 1
-    """How many cold/warm sequences, each with its own fresh cache."""
-    run_timeout: float = 300.0
-    """Seconds one run (a whole subprocess) may take before it is killed and reported as a timeout."""
-    targets: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
-    """KPI limits: cold_first_batch_s, warm_first_batch_s, fetch_p95_ms."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not (self.cold or self.warm):
             raise ConfigError("nothing to measure: give --cold, --warm or both")
-        for name in ("steps", "repeats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.step_ms < 0:
-            raise ConfigError(f"step_ms must be >= 0, got {self.step_ms!r}")
-        if not self.run_timeout > 0:
-            raise ConfigError(f"run_timeout must be > 0, got {self.run_timeout!r}")
 
 
 def drop_page_cache(config: LoaderConfig) -> dict:
@@ -115,8 +91,7 @@ def fresh_cache_env(root: str) -> dict[str, str]:
             "HF_DATASETS_CACHE": os.path.join(root, "datasets"), "HF_XET_CACHE": os.path.join(root, "xet")}
 
 
-def spawn_run(config: LoaderConfig, kind: str, run_dir: str, steps: int, step_ms: float,
-              env: dict[str, str] | None = None, timeout: float = 300.0) -> dict:
+def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env: dict[str, str] | None = None) -> dict:
     """One measured run in a fresh interpreter; returns its record (error filled in when it failed)."""
     os.makedirs(run_dir, exist_ok=True)
     config = config.replace(heartbeat_dir=run_dir)
@@ -128,17 +103,17 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, steps: int, step_ms
     record: dict = {"kind": kind, "run_dir": run_dir, "heartbeat": os.path.join(run_dir, f"heartbeat_rank{config.rank}.jsonl")}
     spawn_wall = time.time()
     with open(spec_path, "wb") as handle:
-        handle.write(orjson.dumps({"config": config.to_dict(), "steps": steps, "step_ms": step_ms,
+        handle.write(orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms,
                                    "spawn_wall": spawn_wall, "result_path": result_path}))
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, spec_path], env=child_env, capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=plan.run_timeout)
     except subprocess.TimeoutExpired:
-        record["error"] = {"type": "RunTimeout", "message": f"run did not finish within {timeout:g} s", "stage": None}
+        record["error"] = error_record(RunTimeout(f"run did not finish within {plan.run_timeout:g} s"))
         return record
     if not os.path.isfile(result_path):
         tail = (proc.stderr or "").strip().splitlines()[-3:]
-        record["error"] = {"type": "ChildCrashed", "message": f"exit {proc.returncode}: {' | '.join(tail)}", "stage": None}
+        record["error"] = error_record(ChildCrashed(f"exit {proc.returncode}: {' | '.join(tail)}"))
         return record
     result = orjson.loads(open(result_path, "rb").read())
     record.update({key: result.get(key) for key in RUN_KEYS})
@@ -182,7 +157,7 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
                 page_cache = drop_page_cache(config) if kind != "warm" else {"done": None, "detail": "kept warm"}
                 progress(f"repeat {repeat + 1}/{plan.repeats}: {kind} run")
                 run_dir = os.path.join(out_dir, f"run{len(runs):02d}-{kind}")
-                record = spawn_run(config, kind, run_dir, plan.steps, plan.step_ms, env, plan.run_timeout)
+                record = spawn_run(config, kind, run_dir, plan, env)
                 record.update(repeat=repeat, page_cache_dropped=page_cache, hf_cache="fresh" if kind != "warm" else "reused")
                 runs.append(record)
         finally:
@@ -191,9 +166,7 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
         "runs": runs,
         "verdict": verdict(runs, plan.targets),
         "targets": plan.targets,
-        "plan": {"cold": plan.cold, "warm": plan.warm, "steps": plan.steps, "step_ms": plan.step_ms,
-                 "repeats": plan.repeats, "run_timeout": plan.run_timeout},
-        "config": config.to_dict(), "env": env_snapshot(), "host": host_facts(), "versions": package_versions(),
-        "fwe_version": fwe_cli.__version__, "started": started,
+        "plan": plan.to_dict(),
+        "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started,
         "finished": utc_iso(),
     }

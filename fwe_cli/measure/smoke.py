@@ -7,18 +7,20 @@ with the exception, so the caller can both write the artifact and map the except
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
-import fwe_cli
-from fwe_cli.artifacts import utc_iso
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.artifacts import error_record, provenance, utc_iso
 from fwe_cli.errors import FweError, LoaderTimeout
-from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FineWebLoader
+from fwe_cli.loader.telemetry import Heartbeat
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
+FALLBACK_EVENT = "fineweb_loader_fallback"  # the heartbeat line the loader emits as it starts its fallback
+FALLBACK_SWITCH_S = 1.0  # the loader waits up to this long for the failed producer before the synthetic one starts
 
 
 def check_batches(batches: list[np.ndarray], config: LoaderConfig, vocab_size: int, eos_id: int) -> list[dict]:
@@ -47,66 +49,115 @@ def _as_numpy(batch) -> np.ndarray:
     return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
 
 
-def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None) -> tuple[dict, Exception | None]:
-    """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise."""
-    started = utc_iso()
-    deadline = time.perf_counter() + config.loader_timeout
+class Deadline:
+    """The smoke's one time limit (config.loader_timeout), on the perf_counter clock.
+
+    It restarts once when the loader falls back to synthetic data: the fallback gets the same time as the real
+    source had, plus the loader's wait for the failed producer. Every change is reported to `on_change`, so a
+    caller's last-resort watchdog can follow it."""
+
+    def __init__(self, seconds: float, on_change: Callable[[float, dict | None], None] | None = None):
+        self.seconds = seconds
+        self._on_change = on_change or (lambda at, fallback: None)
+        self.at = 0.0
+        self._move(time.perf_counter() + seconds, None)
+
+    def _move(self, at: float, fallback: dict | None) -> None:
+        self.at = at
+        self._on_change(at, fallback)
+
+    def remaining(self) -> float:
+        return self.at - time.perf_counter()
+
+    def fallback_started(self, fallback: dict) -> None:
+        self._move(time.perf_counter() + FALLBACK_SWITCH_S + self.seconds, fallback)
+
+
+class _FallbackAwareHeartbeat(Heartbeat):
+    """The loader's heartbeat, which also tells the deadline the moment the loader starts its fallback."""
+
+    def __init__(self, config: LoaderConfig, deadline: Deadline):
+        super().__init__(config.heartbeat_dir, config.rank)
+        self._deadline = deadline
+
+    def emit(self, msg: str, step: int | None = None, **fields) -> None:
+        super().emit(msg, step, **fields)
+        if msg == FALLBACK_EVENT:
+            self._deadline.fallback_started({"reason": fields.get("reason"), "from_source": fields.get("source_from")})
+
+
+def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.ndarray]:
+    """Up to `batches` batches within the deadline; LoaderTimeout naming the stage when it passes."""
     pulled: list[np.ndarray] = []
-    error: Exception | None = None
+    if loader.config.warmup_batches:
+        loader.warmup()
+    for _ in range(batches):
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            raise LoaderTimeout(f"smoke deadline of {deadline.seconds:g} s passed after {len(pulled)} batches",
+                                stage=loader.pipeline.stage)
+        try:
+            pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
+        except StopIteration:
+            break
+    return pulled
+
+
+def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None,
+              on_deadline: Callable[[float, dict | None], None] | None = None) -> tuple[dict, Exception | None]:
+    """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise.
+
+    `on_deadline(at, fallback)` hears the deadline (perf_counter time) when it is set and when a fallback moves it."""
+    started = utc_iso()
+    deadline = Deadline(config.loader_timeout, on_deadline)
     counting = uses_hub(config.source, config.tokenizer) and start_counting()
     requests_before = len(request_times())
-    loader = FineWebLoader(config)
-    t0 = loader.created
+    heartbeat = _FallbackAwareHeartbeat(config, deadline)
+    loader = FineWebLoader(config, heartbeat=heartbeat)
+    pulled: list[np.ndarray] = []
+    error: Exception | None = None
     try:
-        if config.warmup_batches:
-            loader.warmup()
-        for _ in range(batches):
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                raise LoaderTimeout(f"smoke deadline of {config.loader_timeout:g} s passed after {len(pulled)} batches",
-                                    stage=loader.pipeline.stage)
-            try:
-                pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
-            except StopIteration:
-                break
+        pulled = _pull(loader, deadline, batches)
     except FweError as exc:
         error = exc
     finally:
-        t_end = time.perf_counter()
+        elapsed = time.perf_counter() - loader.created
         loader.close(join_timeout=0.5 if error else 2.0)
-    stats = loader.stats()
+        heartbeat.close()
+    result = _result(config, loader.stats(), pulled, error, elapsed)
+    result.update({
+        "requests": len(request_times()) - requests_before if counting else None,
+        "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started, "finished": utc_iso(),
+    })
+    if save_path and pulled:
+        np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
+        result["saved_batches"] = save_path
+    return result, error
+
+
+def _result(config: LoaderConfig, stats: dict, pulled: list[np.ndarray], error: Exception | None,
+            elapsed: float) -> dict:
+    """The smoke result's measured part (keys in the artifact's order; run_smoke adds context after them)."""
     tok = stats["tokenizer"]
     checks = check_batches(pulled, config, tok["vocab_size"], tok["eos_id"]) if pulled and tok else []
     if error is None and not pulled:
         checks.append({"name": "batches", "ok": False, "detail": "the source ended before one full batch"})
     tokens = sum(int(b.size) for b in pulled)
-    result = {
+    return {
         "ok": error is None and bool(pulled) and all(c["ok"] for c in checks),
         "first_batch_s": stats["first_batch_s"],
         "batches": len(pulled),
         "shape": [config.batch_size, config.seq_len],
         "dtype": "int32",
         "tokens": tokens,
-        "tokens_per_s": round(tokens / (t_end - t0), 1) if tokens else 0.0,
+        "tokens_per_s": round(tokens / elapsed, 1) if tokens else 0.0,
         # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
-        "requests": len(request_times()) - requests_before if counting else None,
+        "requests": None,
         "tokenizer": tok,
         "source": stats["source"],
         "fallback": stats["fallback"],
         "warmup": stats["warmup"],
         "checks": checks,
-        "error": None if error is None else {"type": type(error).__name__, "message": str(error),
-                                             "stage": getattr(error, "stage", stats["stage"])},
+        "error": None if error is None else error_record(error, stats["stage"]),
         "loader": stats,
-        "config": config.to_dict(),
-        "env": env_snapshot(),
-        "host": host_facts(),
-        "versions": package_versions(),
-        "fwe_version": fwe_cli.__version__,
-        "started": started,
-        "finished": utc_iso(),
     }
-    if save_path and pulled:
-        np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
-        result["saved_batches"] = save_path
-    return result, error

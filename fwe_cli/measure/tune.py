@@ -17,16 +17,15 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
-import fwe_cli
-from fwe_cli.artifacts import utc_iso, write_atomic
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.artifacts import provenance, utc_iso, write_atomic
 from fwe_cli.errors import ConfigError
-from fwe_cli.hostinfo import host_facts, package_versions
-from fwe_cli.measure.phase0 import DEFAULT_TARGETS, spawn_run
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.child import TEST_HOOK_VARS
+from fwe_cli.measure.phase0 import spawn_run
+from fwe_cli.measure.plan import RunPlan
 from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
 
 DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
@@ -60,51 +59,37 @@ def _check_grid(name: str, grid, minimum: int) -> None:
 
 
 @dataclass(frozen=True)
-class TunePlan:
-    """What `fwe tune` sweeps and how carefully."""
+class TunePlan(RunPlan):
+    """What `fwe tune` sweeps and how carefully (steps, step_ms, targets: as for every measured run)."""
 
+    repeats: int = 3
+    """Trials per setting, interleaved round by round."""
+    run_timeout: float = 120.0
+    """Seconds one trial (a subprocess) may take before it is killed and counted as failed."""
     doc_batches: tuple = DEFAULT_DOC_BATCHES
     """Doc batch values (NSA_FWE_DOC_BATCH) to try."""
     queue_depths: tuple = DEFAULT_QUEUE_DEPTHS
     """Prefetch queue depths (NSA_FWE_Q) to try."""
     threads: tuple | None = None
     """Tokenizer thread counts (NSA_FWE_TOKENIZER_THREADS, 0 = per core) to try; None keeps the config's value."""
-    steps: int = 200
-    """Steady-state steps measured per trial."""
-    step_ms: float = 0.0
-    """Simulated consumer compute per step (ms); 0 = the loader is the bottleneck (raw throughput)."""
-    repeats: int = 3
-    """Trials per setting, interleaved round by round."""
     budget_s: float = 900.0
     """Wall-clock limit for the whole sweep, seconds."""
     objective: str = "tokens_per_s"
     """'tokens_per_s' (maximise steady-state throughput) or 'stall' (minimise stall fraction; needs step_ms)."""
-    run_timeout: float = 120.0
-    """Seconds one trial (a subprocess) may take before it is killed and counted as failed."""
-    targets: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
-    """KPI limits as in `fwe measure`; tune uses fetch_p95_ms as its constraint."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _check_grid("doc_batches", self.doc_batches, 1)
         _check_grid("queue_depths", self.queue_depths, 1)
         if self.threads is not None:
             _check_grid("threads", self.threads, 0)
-        for name in ("steps", "repeats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
-        if self.step_ms < 0:
-            raise ConfigError(f"step_ms must be >= 0, got {self.step_ms!r}")
         if self.objective == "stall" and self.step_ms == 0:
             raise ConfigError("objective 'stall' needs --step-ms > 0: with no compute per step every setting "
                               "stalls ~100 % of the time; give your real step time")
-        for name in ("budget_s", "run_timeout"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if "fetch_p95_ms" not in self.targets:
-            raise ConfigError("targets must include fetch_p95_ms")
+        if not self.budget_s > 0:
+            raise ConfigError(f"budget_s must be > 0, got {self.budget_s!r}")
 
     def settings(self) -> list[dict]:
         """Every setting of the grid, threads outermost, then doc batch, then Q (the order of a round)."""
@@ -115,12 +100,6 @@ class TunePlan:
     def trial_order(self) -> list[tuple[int, dict]]:
         """(repeat, setting) pairs: round 1 over every setting, then round 2, ..."""
         return [(repeat, setting) for repeat in range(self.repeats) for setting in self.settings()]
-
-    def to_dict(self) -> dict:
-        return {"doc_batches": list(self.doc_batches), "queue_depths": list(self.queue_depths),
-                "threads": None if self.threads is None else list(self.threads), "steps": self.steps,
-                "step_ms": self.step_ms, "repeats": self.repeats, "budget_s": self.budget_s,
-                "objective": self.objective, "run_timeout": self.run_timeout}
 
 
 def trial_configs(base: LoaderConfig, plan: TunePlan) -> dict[str, LoaderConfig]:
@@ -148,7 +127,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callabl
         label = setting_label(setting)
         run_dir = os.path.join(out_dir, f"trial{index:03d}-r{repeat}-" + label.replace("=", "").replace(" ", "-"))
         begin = clock()
-        record = spawn_run(configs[label], "trial", run_dir, plan.steps, plan.step_ms, timeout=plan.run_timeout)
+        record = spawn_run(configs[label], "trial", run_dir, plan)
         duration = clock() - begin
         trials.append({"index": index, "repeat": repeat, "setting": setting, "started_s": round(begin - t0, 3),
                        "duration_s": round(duration, 3), **record})
@@ -173,8 +152,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callabl
         "plan": plan.to_dict(), "targets": plan.targets,
         "config": base.to_dict(), "env": env_snapshot(),
         "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},
-        "host": host_facts(), "versions": package_versions(), "fwe_version": fwe_cli.__version__,
-        "started": started, "finished": utc_iso(),
+        **provenance(), "started": started, "finished": utc_iso(),
     }
 
 

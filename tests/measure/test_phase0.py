@@ -1,36 +1,47 @@
-"""`fwe measure`: fresh-process runs whose phases add up, stall ordering, KPI exit codes, artifacts."""
+"""`fwe measure`: fresh-process runs whose phases add up, the stall figure's arithmetic, KPI exit codes, artifacts."""
 
+import time
+from types import SimpleNamespace
+
+import numpy as np
 import orjson
 import pytest
 
 from fwe_cli.loader import ConfigError, resolve_config
-from fwe_cli.measure.phase0 import MeasurePlan, parse_targets, run_measure
+from fwe_cli.measure import child
 from fwe_cli.measure.child import PHASES
-from tests.helpers import run_fwe
+from fwe_cli.measure.phase0 import MeasurePlan, spawn_run, verdict
+from fwe_cli.measure.plan import DEFAULT_TARGETS, RunPlan, parse_targets
+from fwe_cli.measure.tune import TunePlan
+from tests.helpers import invoke
 
 RUN_KEYS = {"kind", "first_batch_s", "phases", "fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "tokens_per_s",
             "stall_fraction", "peak_rss_mb"}
 
 
 def measure_json(tmp_path, *args):
-    proc = run_fwe("measure", *args, "--json", "--artifacts-dir", str(tmp_path), timeout=300)
-    return proc, (orjson.loads(proc.stdout) if proc.stdout.strip() else None)
+    """`fwe measure ARGS --json` in this process (the runs are still fresh interpreters, spawned by the command)."""
+    result = invoke("measure", *args, "--json", "--artifacts-dir", str(tmp_path))
+    return result, (orjson.loads(result.stdout) if result.stdout.strip() else None)
 
 
-def test_help_teaches_phases_and_exit_codes():
-    proc = run_fwe("measure", "--help")
-    text = " ".join(proc.stdout.split())
-    assert proc.returncode == 0
-    for needle in ("--cold", "--warm", "--step-ms", "--fail-on-kpi", "source_opened", "5 a target was missed"):
+def test_help_teaches_flags_phases_and_exit_codes():
+    """`fwe measure --help` exits 0 and names its flags, the phases and every exit code."""
+    result = invoke("measure", "--help")
+    text = " ".join(result.stdout.split())
+    assert result.exit_code == 0
+    for needle in ("--cold", "--warm", "--steps", "--step-ms", "--repeats", "--targets", "--fail-on-kpi",
+                   "--timeout", "--run-timeout", "--json", "--artifacts-dir", "source_opened",
+                   "0 measured", "2 bad usage", "4 a run failed", "5 a target was missed"):
         assert needle in text, needle
 
 
 def test_cold_and_warm_local_runs_write_summary_with_phases(tmp_path, synthetic_jsonl, gpt2_tokenizer_json):
     """Both runs are recorded with every required key; phases add up to first_batch_s (within 5 %); page cache
     eviction of the local files is attempted and reported; --json equals summary.json."""
-    proc, summary = measure_json(tmp_path, "--cold", "--warm", "--local-path", str(synthetic_jsonl),
-                                 "--tokenizer", gpt2_tokenizer_json, "--steps", "20")
-    assert proc.returncode == 0, proc.stderr
+    result, summary = measure_json(tmp_path, "--cold", "--warm", "--local-path", str(synthetic_jsonl),
+                                   "--tokenizer", gpt2_tokenizer_json, "--steps", "5")
+    assert result.exit_code == 0, result.stderr
     assert [r["kind"] for r in summary["runs"]] == ["cold", "warm"]
     for run in summary["runs"]:
         assert RUN_KEYS <= set(run) and run["error"] is None
@@ -43,49 +54,117 @@ def test_cold_and_warm_local_runs_write_summary_with_phases(tmp_path, synthetic_
     assert orjson.loads(open(summary["artifact"], "rb").read()) == summary
     assert {c["target"] for c in summary["verdict"]["checks"]} == {"cold_first_batch_s", "warm_first_batch_s",
                                                                     "fetch_p95_ms"}
+    assert summary["plan"] == {"steps": 5, "step_ms": 0.0, "repeats": 1, "run_timeout": 300.0, "cold": True,
+                               "warm": True}
+    assert {"host", "versions", "fwe_version"} <= set(summary)
     heartbeat = open(cold["heartbeat"], "rb").read().splitlines()
     assert any(orjson.loads(line)["msg"] == "fineweb_loader_ready" for line in heartbeat)
 
 
-def test_stall_fraction_orders_loader_bound_and_compute_bound(tmp_path):
-    """Consumer slower than the producer -> stall near zero; --step-ms 0 -> the loader is the bottleneck."""
-    config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8, queue_depth=4)
-    results = {}
-    for step_ms in (0.0, 25.0):
-        summary = run_measure(config, MeasurePlan(cold=True, warm=False, steps=40, step_ms=step_ms),
-                              str(tmp_path / str(step_ms)))
-        results[step_ms] = summary["runs"][0]
-    loader_bound, compute_bound = results[0.0], results[25.0]
-    assert loader_bound["stall_fraction"] > 0.5
-    assert compute_bound["stall_fraction"] < 0.5 * loader_bound["stall_fraction"]
-    assert compute_bound["stall_fraction"] < 0.2
+class _FakeLoader:
+    """Hands out 2 x 8 batches; each fetch blocks `fetch_ms` on the fake clock."""
+
+    def __init__(self, clock: dict, fetch_ms: float):
+        self.clock, self.fetch_ms = clock, fetch_ms
+        self.pipeline = SimpleNamespace(docs=0)
+        self._prefetcher = None
+
+    def next_batch(self):
+        self.clock["t"] += self.fetch_ms / 1000.0
+        self.pipeline.docs += 2
+        return np.zeros((2, 8), dtype=np.int32)
+
+
+@pytest.mark.parametrize("fetch_ms, step_ms, stall", [(10.0, 0.0, 1.0), (1.0, 25.0, round(1 / 26, 6))])
+def test_stall_fraction_is_time_blocked_over_wall(monkeypatch, fetch_ms, step_ms, stall):
+    """Steady state on a fake clock: stall = time blocked in next() / wall, so a consumer with no compute is fully
+    loader-bound (1.0) and one whose step outlasts the fetch stalls only for the fetch's share; tokens/s and
+    docs/s divide by the same wall."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__("t", clock["t"] + seconds))
+    steady = child._steady(_FakeLoader(clock, fetch_ms), steps=10, step_ms=step_ms)
+    wall = 10 * (fetch_ms + step_ms) / 1000.0
+    assert steady["steps"] == 10 and steady["wall_s"] == pytest.approx(wall)
+    assert steady["stall_fraction"] == pytest.approx(stall)
+    assert steady["fetch_p50_ms"] == pytest.approx(fetch_ms) and steady["fetch_max_ms"] == pytest.approx(fetch_ms)
+    assert steady["tokens_per_s"] == pytest.approx(10 * 16 / wall, rel=1e-3)
+    assert steady["docs_per_s"] == pytest.approx(10 * 2 / wall, rel=1e-3)
 
 
 def test_kpi_miss_exit_codes(tmp_path):
-    """A missed target exits 5 with --fail-on-kpi, and 0 (saying so) without it."""
-    args = ("--warm", "--source", "synthetic", "--steps", "5", "--targets", "warm_first_batch_s=0.000001")
+    """A missed target exits 5 with --fail-on-kpi, and 0 (saying so) without it; --warm alone primes first."""
+    args = ("--warm", "--source", "synthetic", "--steps", "2", "--targets", "warm_first_batch_s=0.000001")
     strict, summary = measure_json(tmp_path, *args, "--fail-on-kpi")
-    assert strict.returncode == 5 and summary["verdict"]["pass"] is False
+    assert strict.exit_code == 5 and summary["verdict"]["pass"] is False
     assert [r["kind"] for r in summary["runs"]] == ["prime", "warm"]
     lenient, summary = measure_json(tmp_path, *args)
-    assert lenient.returncode == 0 and summary["verdict"]["pass"] is False
+    assert lenient.exit_code == 0 and summary["verdict"]["pass"] is False
     assert "exit 0 because --fail-on-kpi was not given" in " ".join(lenient.stderr.split())
 
 
 def test_failed_run_is_reported_with_loader_exit_code(tmp_path):
-    proc, summary = measure_json(tmp_path, "--cold", "--local-path", str(tmp_path / "missing.jsonl"), "--steps", "5")
-    assert proc.returncode == 4
-    assert "no such file" in summary["runs"][0]["error"]["message"]
+    """A run whose loader fails is recorded with its error ({type, message, stage}), fails the verdict and exits 4."""
+    result, summary = measure_json(tmp_path, "--cold", "--local-path", str(tmp_path / "missing.jsonl"),
+                                   "--steps", "2")
+    assert result.exit_code == 4
+    error = summary["runs"][0]["error"]
+    assert set(error) == {"type", "message", "stage"} and "no such file" in error["message"]
     assert summary["verdict"]["pass"] is False
 
 
+def test_run_over_its_time_limit_is_recorded_as_run_timeout(tmp_path):
+    """A run that outlasts run_timeout is killed and recorded as {type RunTimeout, message, stage None}."""
+    config = resolve_config(env={}, source="synthetic")
+    record = spawn_run(config, "cold", str(tmp_path / "run"), RunPlan(steps=1, run_timeout=0.001))
+    assert record["error"] == {"type": "RunTimeout", "message": "run did not finish within 0.001 s", "stage": None}
+
+
+def test_verdict_takes_the_worst_run_and_fails_on_failed_runs():
+    """Each target is checked against the worst run of its kind; priming runs do not count; a failed run fails the
+    verdict through a runs_completed check."""
+    runs = [{"kind": "prime", "first_batch_s": 99.0, "fetch_p95_ms": 1.0},
+            {"kind": "warm", "first_batch_s": 1.0, "fetch_p95_ms": 5.0},
+            {"kind": "warm", "first_batch_s": 4.0, "fetch_p95_ms": 20.0}]
+    passed = verdict(runs, DEFAULT_TARGETS)
+    assert passed["pass"] is True
+    assert [(c["target"], c["value"]) for c in passed["checks"]] == [("warm_first_batch_s", 4.0), ("fetch_p95_ms", 20.0)]
+    failed = verdict(runs + [{"kind": "warm", "error": {"type": "RunTimeout"}}], DEFAULT_TARGETS)
+    assert failed["pass"] is False and failed["checks"][-1] == {"target": "runs_completed", "limit": 4, "value": 3,
+                                                                "pass": False}
+
+
+@pytest.mark.parametrize("plan", [MeasurePlan, TunePlan])
+@pytest.mark.parametrize("kwargs, message", [
+    ({"steps": 0}, "steps must be an integer >= 1, got 0"),
+    ({"repeats": True}, "repeats must be an integer >= 1, got True"),
+    ({"step_ms": -1.0}, "step_ms must be >= 0, got -1.0"),
+    ({"run_timeout": 0}, "run_timeout must be > 0, got 0"),
+    ({"targets": {"fetch_p95_ms": 1.0}}, "targets must include cold_first_batch_s, warm_first_batch_s"),
+])
+def test_run_knobs_are_checked_alike_by_every_plan(plan, kwargs, message):
+    """MeasurePlan and TunePlan share RunPlan's checks: the same bad knob fails both with the same message."""
+    with pytest.raises(ConfigError, match=message):
+        plan(**kwargs)
+
+
+def test_measure_plan_needs_cold_or_warm():
+    """A plan with neither a cold nor a warm run is refused, naming the flags."""
+    with pytest.raises(ConfigError, match="give --cold, --warm or both"):
+        MeasurePlan(cold=False, warm=False)
+
+
 @pytest.mark.parametrize("text", ["fetch_p95_ms", "bogus=1", "fetch_p95_ms=fast"])
-def test_bad_targets_are_usage_errors(text):
+def test_bad_targets_are_usage_errors(text, tmp_path):
+    """A malformed --targets entry is a ConfigError naming it, and `fwe measure` exits 2 before any run."""
     with pytest.raises(ConfigError, match="--targets entry"):
         parse_targets(text)
-    assert run_fwe("measure", "--source", "synthetic", "--targets", text).returncode == 2
+    result = invoke("measure", "--source", "synthetic", "--targets", text, "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == 2 and "--targets entry" in result.stderr
+    assert not (tmp_path / "measure").exists()
 
 
 def test_targets_override_only_named_entries():
+    """--targets changes the named limits and keeps the defaults for the others."""
     assert parse_targets("fetch_p95_ms=80") == {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0,
                                                 "fetch_p95_ms": 80.0}

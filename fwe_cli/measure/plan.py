@@ -1,0 +1,62 @@
+"""What a measured run is asked to do, shared by `fwe measure` (MeasurePlan) and `fwe tune` (TunePlan).
+
+Both spawn the same fresh-process run (`fwe_cli.measure.phase0.spawn_run`), so the knobs of one run — steady-state
+steps, simulated compute per step, repeats, the per-run time limit and the KPI targets — are declared and checked
+once, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from fwe_cli.errors import ConfigError
+
+DEFAULT_TARGETS = {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0, "fetch_p95_ms": 100.0}
+
+
+def parse_targets(text: str | None) -> dict[str, float]:
+    """'cold_first_batch_s=8,fetch_p95_ms=80' -> DEFAULT_TARGETS updated; ConfigError naming a bad entry."""
+    targets = dict(DEFAULT_TARGETS)
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in DEFAULT_TARGETS:
+            raise ConfigError(f"--targets entry {item!r} is not NAME=VALUE with NAME in {', '.join(DEFAULT_TARGETS)}")
+        try:
+            targets[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--targets entry {item!r}: {value!r} is not a number") from None
+    return targets
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The knobs of one measured run; subclasses add what their command sweeps or sequences."""
+
+    steps: int = 200
+    """Steady-state steps measured after the first batch."""
+    step_ms: float = 0.0
+    """Simulated consumer compute per step (sleep), in milliseconds; 0 = the loader is the bottleneck."""
+    repeats: int = 1
+    """How many times the plan's runs are repeated."""
+    run_timeout: float = 300.0
+    """Seconds one run (a whole subprocess) may take before it is killed and reported as failed."""
+    targets: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
+    """KPI limits: cold_first_batch_s, warm_first_batch_s, fetch_p95_ms."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "repeats"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.step_ms < 0:
+            raise ConfigError(f"step_ms must be >= 0, got {self.step_ms!r}")
+        if not self.run_timeout > 0:
+            raise ConfigError(f"run_timeout must be > 0, got {self.run_timeout!r}")
+        missing = [name for name in DEFAULT_TARGETS if name not in self.targets]
+        if missing:
+            raise ConfigError(f"targets must include {', '.join(missing)}")
+
+    def to_dict(self) -> dict:
+        """Every field but the targets (recorded beside the plan), tuples as lists: the artifact's "plan"."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "targets"}
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in plain.items()}

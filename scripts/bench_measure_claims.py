@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Benchmark: the timing claims of `fwe measure` and `fwe tune` on this node, as JSON (they depend on wall time,
+so they live here, not in the test suite).
+
+1. stall ordering: with no compute per step (--step-ms 0) the loader is the bottleneck (stall fraction high); with a
+   consumer slower than the producer (--step-ms 25) the stall fraction is far lower.
+2. planted slow setting: a tune sweep with one doc batch value slowed by FWE_TEST_SLOW_DOC_BATCH ranks it far
+   below the others, and neither recommends it nor counts it as tied with the best.
+
+    python scripts/bench_measure_claims.py [--out artifacts/bench]
+
+Each claim is recorded with its figures and `holds` (true/false); the exit code is 1 when one does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from fwe_cli.artifacts import provenance, utc_stamp, write_json  # noqa: E402
+from fwe_cli.loader.config import resolve_config  # noqa: E402
+from fwe_cli.measure.phase0 import MeasurePlan, run_measure  # noqa: E402
+from fwe_cli.measure.tune import TunePlan, run_tune  # noqa: E402
+
+SLOW_DOC_BATCH, SLOW_MS = 16, 100
+
+
+def stall_ordering(work: str) -> dict:
+    config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8, queue_depth=4)
+    stall = {}
+    for step_ms in (0.0, 25.0):
+        summary = run_measure(config, MeasurePlan(cold=True, warm=False, steps=40, step_ms=step_ms),
+                              os.path.join(work, f"stall-{step_ms:g}"))
+        stall[step_ms] = summary["runs"][0]["stall_fraction"]
+    loader_bound, compute_bound = stall[0.0], stall[25.0]
+    holds = loader_bound > 0.5 and compute_bound < 0.5 * loader_bound and compute_bound < 0.2
+    return {"loader_bound_stall": loader_bound, "compute_bound_stall": compute_bound, "holds": holds}
+
+
+def planted_slow_setting(work: str) -> dict:
+    os.environ["FWE_TEST_SLOW_DOC_BATCH"] = f"{SLOW_DOC_BATCH}:{SLOW_MS}"
+    try:
+        config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8)
+        plan = TunePlan(doc_batches=(SLOW_DOC_BATCH, 32), queue_depths=(1, 4), steps=20, repeats=2, budget_s=240)
+        summary = run_tune(config, plan, os.path.join(work, "tune"))
+    finally:
+        del os.environ["FWE_TEST_SLOW_DOC_BATCH"]
+    medians = {d: [e["median"] for e in summary["settings"] if e["setting"]["doc_batch"] == d]
+               for d in plan.doc_batches}
+    rec = summary["recommendation"]
+    holds = (rec is not None and max(medians[SLOW_DOC_BATCH]) < 0.5 * min(medians[32])
+             and rec["setting"]["doc_batch"] != SLOW_DOC_BATCH
+             and all(s["doc_batch"] != SLOW_DOC_BATCH for s in rec["indistinguishable"]))
+    return {"medians_tokens_per_s": medians, "recommended": rec and rec["setting"], "holds": holds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="artifacts/bench")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fwe-bench-") as work:
+        claims = {"stall_ordering": stall_ordering(work), "planted_slow_setting": planted_slow_setting(work)}
+    path = write_json(os.path.join(args.out, f"measure_claims_{utc_stamp()}.json"), {"claims": claims, **provenance()})
+    for name, claim in claims.items():
+        print(f"{name}: {'holds' if claim['holds'] else 'DOES NOT HOLD'}", file=sys.stderr)
+    print(path)
+    return 0 if all(claim["holds"] for claim in claims.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
