@@ -51,6 +51,11 @@ class BadRecords:
         return {"count": self.count, "examples": list(self.examples)}
 
 
+def bad_text_reason(text: object) -> str:
+    """Why a record's `text` value, present but not a string, is unusable (parquet and Hub rows)."""
+    return "'text' is null" if text is None else f"'text' is {type(text).__name__}, not a string"
+
+
 def _supported(path: str) -> bool:
     return path.endswith(SUPPORTED_SUFFIXES) and not path.endswith(SIDECAR_MANIFEST_SUFFIX)
 
@@ -196,7 +201,7 @@ def scan_parquet(
             if isinstance(text, str):
                 yield record, row
                 continue
-            reason = "'text' is null" if text is None else f"'text' is {type(text).__name__}, not a string"
+            reason = bad_text_reason(text)
             if strict:
                 raise SourceError(f"{path}:row{row}: {reason} (use --bad-records skip to count and skip it)")
             bad.add(f"{path}:row{row}", reason)

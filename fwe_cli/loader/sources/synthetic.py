@@ -98,7 +98,7 @@ def iter_synthetic(
     seed: int = 0, shard: Shard = Shard(), start: int = 0, limit: int | None = None
 ) -> Iterator[Document]:
     """Documents of the synthetic stream owned by `shard`, from stream index `start`, forever or `limit` indices."""
-    index = start + ((shard.rem - start) % shard.mod)
+    index = shard.first_owned(start)
     stop = None if limit is None else start + limit
     while stop is None or index < stop:
         record = synthetic_record(seed, index)
