@@ -1,6 +1,7 @@
 """Local files: JSONL, TXT, parquet, directories and globs read directly; malformed records counted or fatal."""
 
 import gzip
+import re
 
 import orjson
 import pyarrow as pa
@@ -9,7 +10,7 @@ import pytest
 
 from fwe_cli.loader import SourceError, resolve_config
 from fwe_cli.loader.sources import DocumentStream
-from fwe_cli.loader.sources.local import resolve_files
+from fwe_cli.loader.sources.local import read_manifest, resolve_files
 from tests.helpers import run_fwe, write_jsonl
 
 
@@ -89,3 +90,21 @@ def test_cli_reports_skips_and_errors_without_traceback(tmp_path, synthetic_json
     bad = run_fwe("smoke", "--local-path", str(path), "--bad-records", "error", "--artifacts-dir", str(tmp_path))
     assert bad.returncode == 4
     assert f"{path}:2" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_read_manifest_takes_a_directory_or_a_file_and_names_a_bad_one(tmp_path):
+    """The one bootstrap-manifest reader: a directory or a manifest file gives the parsed object; unreadable, non-JSON
+    or non-object manifests are a SourceError naming the file."""
+    (tmp_path / "manifest.json").write_bytes(orjson.dumps({"complete": True, "files": []}))
+    sidecar = tmp_path / "x.jsonl.manifest.json"
+    sidecar.write_bytes(orjson.dumps({"complete": False}))
+    assert read_manifest(str(tmp_path)) == {"complete": True, "files": []}
+    assert read_manifest(sidecar) == {"complete": False}
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {tmp_path}/missing.json: ")):
+        read_manifest(str(tmp_path / "missing.json"))
+    sidecar.write_bytes(b"{not json")
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {sidecar}: ")):
+        read_manifest(str(sidecar))
+    sidecar.write_bytes(b"[1, 2]")
+    with pytest.raises(SourceError, match=re.escape(f"bootstrap manifest {sidecar} is not a JSON object")):
+        read_manifest(str(sidecar))

@@ -60,11 +60,21 @@ def _supported(path: str) -> bool:
     return path.endswith(SUPPORTED_SUFFIXES) and not path.endswith(SIDECAR_MANIFEST_SUFFIX)
 
 
-def read_manifest(directory: str) -> dict:
+def read_manifest(path: str | os.PathLike) -> dict:
+    """A bootstrap manifest, parsed; `path` is the manifest file itself or a bootstrap directory.
+
+    The manifest's file name: `manifest.json` inside a bootstrap directory (MANIFEST_NAME), or `X.jsonl.manifest.json`
+    beside a single-file bootstrap `X.jsonl` (SIDECAR_MANIFEST_SUFFIX). Raises SourceError naming the file when it
+    cannot be read (a missing one included; the OSError is the cause) or is not a JSON object.
+    """
+    file = os.path.join(path, MANIFEST_NAME) if os.path.isdir(path) else os.fspath(path)
     try:
-        return orjson.loads(Path(directory, MANIFEST_NAME).read_bytes())
+        manifest = orjson.loads(Path(file).read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise SourceError(f"cannot read bootstrap manifest {os.path.join(directory, MANIFEST_NAME)}: {exc}") from exc
+        raise SourceError(f"cannot read bootstrap manifest {file}: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise SourceError(f"bootstrap manifest {file} is not a JSON object (got {type(manifest).__name__})")
+    return manifest
 
 
 def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
