@@ -26,15 +26,14 @@ ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbea
 
 
 class FineWebLoader:
-    def __init__(self, config: LoaderConfig, heartbeat: Heartbeat | None = None):
+    def __init__(self, config: LoaderConfig):
         if config.as_torch:
             try:
                 import torch  # noqa: F401
             except ImportError:
                 raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
         self.config = config
-        self.heartbeat = heartbeat or Heartbeat(config.heartbeat_dir, config.rank)
-        self._owns_heartbeat = heartbeat is None
+        self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
@@ -67,8 +66,7 @@ class FineWebLoader:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
-        if self._owns_heartbeat:
-            self.heartbeat.close()
+        self.heartbeat.close()
 
     def __enter__(self) -> "FineWebLoader":
         return self
@@ -85,12 +83,6 @@ class FineWebLoader:
     @property
     def producer_alive(self) -> bool:
         return self._prefetcher is not None and self._prefetcher.thread.is_alive()
-
-    @property
-    def tokenizer(self):
-        """The loaded tokenizer (waits for the producer to load it, up to loader_timeout)."""
-        self.pipeline.tokenizer_ready.wait(self.config.loader_timeout)
-        return self.pipeline.tokenizer
 
     # -- warmup ------------------------------------------------------------------------------------
     def warmup(self) -> dict:
