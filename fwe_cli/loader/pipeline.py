@@ -34,9 +34,9 @@ def usable_cores() -> int:
 
 def effective_threads(config: LoaderConfig) -> int:
     """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
-    threads scale with cores (tiktoken, GPT-2, real FineWeb, this 2-core VM when quiet: 1 thread ~4.7 M tokens/s,
-    2 threads ~7.5 M); more threads than cores only add switching (3 threads: +15-25 % CPU per token). Threads
-    only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the child)."""
+    threads scale with cores, and more threads than cores only add switching (figures: runbooks/throughput.md).
+    Threads only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the
+    child)."""
     return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
 
 
@@ -80,7 +80,7 @@ class Pipeline:
     def _doc_batches(self) -> Iterator[list[str]]:
         docs = iter(self.documents)
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
-        # 64 long documents' worth (measured: GPT-2, seq 1024 x 8, first batch 0.19 s -> see bench_first_batch).
+        # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
         report = self.config.report_docs
         while True:

@@ -1,6 +1,7 @@
 """Stream a dataset from the Hugging Face Hub (or any HF_ENDPOINT) through `datasets`.
 
-`datasets` is imported here, lazily: it costs ~1-2 s of imports that local and synthetic runs skip.
+`datasets` is imported here, lazily: its imports cost more than a local or synthetic run's whole start, so those
+runs skip them.
 HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
 """
 
