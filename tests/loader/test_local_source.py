@@ -11,7 +11,7 @@ import pytest
 from fwe_cli.loader import SourceError, resolve_config
 from fwe_cli.loader.sources import DocumentStream
 from fwe_cli.loader.sources.local import read_manifest, resolve_files
-from tests.helpers import run_fwe, write_jsonl
+from tests.helpers import invoke, write_jsonl
 
 
 def texts(config):
@@ -37,6 +37,7 @@ def test_jsonl_txt_parquet_and_gzip_read_in_order(tmp_path):
 
 
 def test_missing_and_empty_paths_are_clear_errors(tmp_path):
+    """A missing path, a directory without readable files and an unsupported file type each say so."""
     with pytest.raises(SourceError, match="no such file"):
         resolve_files(str(tmp_path / "nope.jsonl"))
     with pytest.raises(SourceError, match="no .* files found"):
@@ -47,6 +48,7 @@ def test_missing_and_empty_paths_are_clear_errors(tmp_path):
 
 
 def test_parquet_without_text_column_is_clear_error(tmp_path):
+    """A parquet file without a `text` column is a SourceError saying so, not an empty stream."""
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "p.parquet")
     with pytest.raises(SourceError, match="no 'text' column"):
         texts(cfg(tmp_path / "p.parquet"))
@@ -73,6 +75,7 @@ def test_malformed_lines_are_counted_and_reported_when_skipping(tmp_path):
 
 
 def test_malformed_line_is_fatal_in_error_mode_naming_file_and_line(tmp_path):
+    """error mode: the first malformed line raises SourceError naming file:line and the reason."""
     path = tmp_path / "m.jsonl"
     path.write_bytes(MALFORMED)
     with pytest.raises(SourceError, match=f"{path}:2: bad JSON"):
@@ -83,12 +86,12 @@ def test_cli_reports_skips_and_errors_without_traceback(tmp_path, synthetic_json
     """`fwe smoke` counts skipped records in its JSON; with --bad-records error it exits 4 naming file:line."""
     path = tmp_path / "m.jsonl"
     path.write_bytes(MALFORMED + synthetic_jsonl.read_bytes())
-    ok = run_fwe("smoke", "--local-path", str(path), "--json", "--artifacts-dir", str(tmp_path))
-    assert ok.returncode == 0, ok.stderr
+    ok = invoke("smoke", "--local-path", str(path), "--json", "--artifacts-dir", str(tmp_path))
+    assert ok.exit_code == 0, ok.stderr
     assert orjson.loads(ok.stdout)["source"]["bad_records"]["count"] == 4
     assert "4 skipped" in ok.stderr
-    bad = run_fwe("smoke", "--local-path", str(path), "--bad-records", "error", "--artifacts-dir", str(tmp_path))
-    assert bad.returncode == 4
+    bad = invoke("smoke", "--local-path", str(path), "--bad-records", "error", "--artifacts-dir", str(tmp_path))
+    assert bad.exit_code == 4
     assert f"{path}:2" in bad.stderr and "Traceback" not in bad.stderr
 
 
