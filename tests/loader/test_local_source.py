@@ -96,18 +96,32 @@ def test_cli_reports_skips_and_errors_without_traceback(tmp_path, synthetic_json
 
 
 def test_read_manifest_takes_a_directory_or_a_file_and_names_a_bad_one(tmp_path):
-    """The one bootstrap-manifest reader: a directory or a manifest file gives the parsed object; unreadable, non-JSON
-    or non-object manifests are a SourceError naming the file."""
+    """The one bootstrap-manifest reader: a directory or a manifest file gives the parsed JSON; a missing, unreadable
+    or non-JSON manifest is a SourceError naming the file, with the underlying error as its cause."""
     (tmp_path / "manifest.json").write_bytes(orjson.dumps({"complete": True, "files": []}))
     sidecar = tmp_path / "x.jsonl.manifest.json"
     sidecar.write_bytes(orjson.dumps({"complete": False}))
     assert read_manifest(str(tmp_path)) == {"complete": True, "files": []}
     assert read_manifest(sidecar) == {"complete": False}
-    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {tmp_path}/missing.json: ")):
-        read_manifest(str(tmp_path / "missing.json"))
+    missing = tmp_path / "y.jsonl.manifest.json"
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {missing}: ")) as info:
+        read_manifest(str(missing))
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+    (tmp_path / "empty").mkdir()
+    empty_dir_manifest = tmp_path / "empty" / "manifest.json"
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {empty_dir_manifest}: ")):
+        read_manifest(tmp_path / "empty")
     sidecar.write_bytes(b"{not json")
-    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {sidecar}: ")):
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {sidecar}: ")) as info:
         read_manifest(str(sidecar))
-    sidecar.write_bytes(b"[1, 2]")
-    with pytest.raises(SourceError, match=re.escape(f"bootstrap manifest {sidecar} is not a JSON object")):
-        read_manifest(str(sidecar))
+    assert isinstance(info.value.__cause__, orjson.JSONDecodeError)
+    (tmp_path / "dir.manifest.json").mkdir()
+    with pytest.raises(SourceError, match=re.escape(f"cannot read bootstrap manifest {tmp_path}/dir.manifest.json: ")):
+        read_manifest(tmp_path / "dir.manifest.json")
+
+
+def test_bootstrap_directory_whose_manifest_is_not_an_object_is_refused(tmp_path):
+    """A manifest.json holding JSON that is not an object is a SourceError naming it, not a crash."""
+    (tmp_path / "manifest.json").write_bytes(b"[1, 2]")
+    with pytest.raises(SourceError, match=re.escape(f"{tmp_path}/manifest.json is not a bootstrap manifest")):
+        resolve_files(str(tmp_path))

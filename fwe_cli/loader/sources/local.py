@@ -61,20 +61,21 @@ def _supported(path: str) -> bool:
 
 
 def read_manifest(path: str | os.PathLike) -> dict:
-    """A bootstrap manifest, parsed; `path` is the manifest file itself or a bootstrap directory.
+    """A bootstrap manifest's JSON, parsed; `path` is the manifest file itself or a bootstrap directory.
 
     The manifest's file name: `manifest.json` inside a bootstrap directory (MANIFEST_NAME), or `X.jsonl.manifest.json`
-    beside a single-file bootstrap `X.jsonl` (SIDECAR_MANIFEST_SUFFIX). Raises SourceError naming the file when it
-    cannot be read (a missing one included; the OSError is the cause) or is not a JSON object.
+    beside a single-file bootstrap `X.jsonl` (SIDECAR_MANIFEST_SUFFIX); a path ending in `manifest.json` is read as
+    the file, anything else as the directory. Raises SourceError naming the file when it cannot be read (a missing
+    one included) or is not JSON, with the OSError or JSONDecodeError as its cause. The caller checks that the JSON
+    is a manifest it knows.
     """
-    file = os.path.join(path, MANIFEST_NAME) if os.path.isdir(path) else os.fspath(path)
+    file = os.fspath(path)
+    if not file.endswith(MANIFEST_NAME):
+        file = os.path.join(file, MANIFEST_NAME)
     try:
-        manifest = orjson.loads(Path(file).read_bytes())
+        return orjson.loads(Path(file).read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise SourceError(f"cannot read bootstrap manifest {file}: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise SourceError(f"bootstrap manifest {file} is not a JSON object (got {type(manifest).__name__})")
-    return manifest
 
 
 def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
@@ -82,6 +83,8 @@ def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
             manifest = read_manifest(path)
+            if not isinstance(manifest, dict):
+                raise SourceError(f"{os.path.join(path, MANIFEST_NAME)} is not a bootstrap manifest (not an object)")
             if not manifest.get("complete") and not allow_partial:
                 raise SourceError(
                     f"bootstrap at {path} is incomplete (manifest says complete=false): finish it by re-running "
