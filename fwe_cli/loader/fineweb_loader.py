@@ -26,14 +26,17 @@ ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbea
 
 
 class FineWebLoader:
-    def __init__(self, config: LoaderConfig):
+    def __init__(self, config: LoaderConfig, heartbeat: Heartbeat | None = None):
+        """`heartbeat`: where events go (`fwe smoke` passes one that watches for the fallback); the caller closes it.
+        Default: a Heartbeat for config.heartbeat_dir and rank, closed with the loader."""
         if config.as_torch:
             try:
                 import torch  # noqa: F401
             except ImportError:
                 raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
         self.config = config
-        self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
+        self.heartbeat = heartbeat if heartbeat is not None else Heartbeat(config.heartbeat_dir, config.rank)
+        self._owns_heartbeat = heartbeat is None
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
@@ -66,7 +69,8 @@ class FineWebLoader:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
-        self.heartbeat.close()
+        if self._owns_heartbeat:
+            self.heartbeat.close()
 
     def __enter__(self) -> "FineWebLoader":
         return self
