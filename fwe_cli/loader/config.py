@@ -48,7 +48,12 @@ class Shard:
             raise ConfigError(f"shard rem must be an integer in [0, {self.mod}), got {self.rem!r}")
 
     def owns(self, index: int) -> bool:
+        """Whether document `index` of the whole stream (every shard counted) belongs to this shard."""
         return index % self.mod == self.rem
+
+    def first_owned(self, start: int) -> int:
+        """The first index >= `start` this shard owns; the next ones follow every `mod` indices."""
+        return start + (self.rem - start) % self.mod
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class LoaderConfig:
     seed: int = 0
     """Seed of the synthetic source."""
     bad_records: str = "skip"
-    """A malformed local record: 'skip' (counted and reported) or 'error' (fail naming file and line)."""
+    """A malformed record (local file or Hub row): 'skip' (counted and reported) or 'error' (fail naming where)."""
     allow_partial: bool = False
     """Accept a bootstrap directory whose manifest is not marked complete."""
     as_torch: bool = False

@@ -27,13 +27,15 @@ ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbea
 
 class FineWebLoader:
     def __init__(self, config: LoaderConfig, heartbeat: Heartbeat | None = None):
+        """`heartbeat`: where events go (`fwe smoke` passes one that watches for the fallback); the caller closes it.
+        Default: a Heartbeat for config.heartbeat_dir and rank, closed with the loader."""
         if config.as_torch:
             try:
                 import torch  # noqa: F401
             except ImportError:
                 raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
         self.config = config
-        self.heartbeat = heartbeat or Heartbeat(config.heartbeat_dir, config.rank)
+        self.heartbeat = heartbeat if heartbeat is not None else Heartbeat(config.heartbeat_dir, config.rank)
         self._owns_heartbeat = heartbeat is None
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
@@ -85,12 +87,6 @@ class FineWebLoader:
     @property
     def producer_alive(self) -> bool:
         return self._prefetcher is not None and self._prefetcher.thread.is_alive()
-
-    @property
-    def tokenizer(self):
-        """The loaded tokenizer (waits for the producer to load it, up to loader_timeout)."""
-        self.pipeline.tokenizer_ready.wait(self.config.loader_timeout)
-        return self.pipeline.tokenizer
 
     # -- warmup ------------------------------------------------------------------------------------
     def warmup(self) -> dict:
@@ -157,7 +153,7 @@ class FineWebLoader:
         if self._steps == 1:
             self.first_batch_s = time.perf_counter() - self.created
             self.heartbeat.emit("fineweb_loader_ready", step=0, dt=round(self.first_batch_s, 6))
-        if self.heartbeat.path is not None:  # the rolling percentiles cost ~150 us a batch: only when written
+        if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
             roll = percentiles_ms(self._rolling)
             self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
                                 fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"])

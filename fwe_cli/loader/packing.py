@@ -18,16 +18,9 @@ class Packer:
         self.batch_tokens = seq_len * batch_size
         self._buf = np.empty(self.batch_tokens, dtype=np.int32)
         self._fill = 0
-        self.tokens_in = 0
-
-    @property
-    def pending(self) -> int:
-        """Tokens held toward the next batch (what would be lost if the stream ended now)."""
-        return self._fill
 
     def add(self, ids: np.ndarray) -> Iterator[np.ndarray]:
         """Append ids; yield every batch that becomes full. Each yielded array is a fresh buffer."""
-        self.tokens_in += len(ids)
         pos, n = 0, len(ids)
         while pos < n:
             take = min(self.batch_tokens - self._fill, n - pos)

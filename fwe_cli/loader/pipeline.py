@@ -34,20 +34,19 @@ def usable_cores() -> int:
 
 def effective_threads(config: LoaderConfig) -> int:
     """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
-    threads scale with cores (tiktoken, GPT-2, real FineWeb, this 2-core VM when quiet: 1 thread ~4.7 M tokens/s,
-    2 threads ~7.5 M); more threads than cores only add switching (3 threads: +15-25 % CPU per token). Threads
-    only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the child)."""
+    threads scale with cores, and more threads than cores only add switching (figures: runbooks/throughput.md).
+    Threads only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the
+    child)."""
     return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
 
 
 class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
-    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
-                 tokenizer: DocTokenizer | None = None):
+    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None):
         self.config = config
         self.stage = "starting"
-        self.tokenizer = tokenizer
+        self.tokenizer: DocTokenizer | None = None  # loaded by the producer, so its cost counts in the first batch
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
@@ -60,7 +59,6 @@ class Pipeline:
         self._on_progress = on_progress
         self._started = time.perf_counter()
         self._lock = threading.Lock()
-        self.tokenizer_ready = threading.Event()
 
     def _set_stage(self, stage: str) -> None:
         self.stage = stage
@@ -82,7 +80,7 @@ class Pipeline:
     def _doc_batches(self) -> Iterator[list[str]]:
         docs = iter(self.documents)
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
-        # 64 long documents' worth (measured: GPT-2, seq 1024 x 8, first batch 0.19 s -> see bench_first_batch).
+        # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
         report = self.config.report_docs
         while True:
@@ -123,11 +121,9 @@ class Pipeline:
                     future.cancel()
 
     def __iter__(self) -> Iterator:
-        if self.tokenizer is None:
-            self.stage = f"loading tokenizer {self.config.tokenizer!r}"
-            self.tokenizer = load_tokenizer(self.config.tokenizer, self.config.tokenizer_backend)
+        self.stage = f"loading tokenizer {self.config.tokenizer!r}"
+        self.tokenizer = load_tokenizer(self.config.tokenizer, self.config.tokenizer_backend)
         self.mark("tokenizer_ready")
-        self.tokenizer_ready.set()
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
         to_output = _torch_converter() if self.config.as_torch else None
@@ -154,5 +150,4 @@ def _torch_converter() -> Callable[[np.ndarray], object]:
         tensor = torch.from_numpy(batch)
         return tensor.pin_memory() if pin else tensor
 
-    convert.pinned = pin  # type: ignore[attr-defined]
     return convert

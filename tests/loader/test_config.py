@@ -1,10 +1,13 @@
 """Configuration: precedence flag > NSA_FWE_* variable > default, and one-line errors naming the bad value."""
 
+import dataclasses
+import re
+
 import pytest
 
-from fwe_cli.loader.config import ENV_VARS, LoaderConfig, Shard, resolve_config
 from fwe_cli.errors import ConfigError
-from tests.helpers import run_fwe
+from fwe_cli.loader.config import ENV_VARS, LoaderConfig, Shard, resolve_config
+from tests.helpers import invoke
 
 
 def test_defaults_when_nothing_is_set():
@@ -47,6 +50,7 @@ def test_flag_beats_variable_beats_default():
 
 
 def test_local_path_implies_local_source_unless_source_given():
+    """Giving only local_path selects source 'local'; an explicit source is kept."""
     assert resolve_config(env={}, local_path="x.jsonl").source == "local"
     assert resolve_config(env={}, local_path="x.jsonl", source="synthetic").source == "synthetic"
 
@@ -66,15 +70,16 @@ def test_local_path_implies_local_source_unless_source_given():
 )
 def test_bad_values_name_the_setting_and_value(kwargs, env, needle):
     """Each bad value raises ConfigError whose one-line message contains the setting and the value."""
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match=re.escape(needle)) as info:
         resolve_config(env=env, **kwargs)
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_config_is_frozen():
+    """A LoaderConfig cannot be changed after validation: assigning a field raises."""
     cfg = LoaderConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="seq_len"):
         cfg.seq_len = 5  # type: ignore[misc]
 
 
@@ -84,17 +89,24 @@ def test_shard_owns_by_modulo():
     assert [i for i in range(12) if shard.owns(i)] == [1, 5, 9]
 
 
-def test_cli_bad_variable_is_usage_error_with_one_line():
+@pytest.mark.parametrize("start", range(9))
+def test_first_owned_is_the_next_index_the_shard_owns(start):
+    """first_owned(start) is the smallest index >= start that owns() accepts, for every start."""
+    shard = Shard(4, 1)
+    assert shard.first_owned(start) == next(i for i in range(start, start + 4) if shard.owns(i))
+
+
+def test_cli_bad_variable_is_usage_error_with_one_line(tmp_path):
     """`NSA_FWE_Q=abc fwe smoke` exits with the usage code and one line naming the variable, no traceback."""
-    proc = run_fwe("smoke", "--source", "synthetic", env={"NSA_FWE_Q": "abc"})
-    assert proc.returncode == 2
-    assert "NSA_FWE_Q='abc'" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    result = invoke("smoke", "--source", "synthetic", "--artifacts-dir", str(tmp_path), env={"NSA_FWE_Q": "abc"})
+    assert result.exit_code == 2
+    assert "NSA_FWE_Q='abc'" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
-def test_cli_bad_flag_is_usage_error():
+def test_cli_bad_flag_is_usage_error(tmp_path):
     """`fwe smoke --seq-len 0` exits 2 naming seq_len and 0."""
-    proc = run_fwe("smoke", "--source", "synthetic", "--seq-len", "0")
-    assert proc.returncode == 2
-    assert "seq_len" in proc.stderr and "got 0" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    result = invoke("smoke", "--source", "synthetic", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == 2
+    assert "seq_len" in result.stderr and "got 0" in result.stderr
+    assert "Traceback" not in result.stderr

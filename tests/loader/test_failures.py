@@ -2,7 +2,6 @@
 
 import os
 import threading
-import time
 import traceback
 
 import orjson
@@ -11,7 +10,7 @@ import pytest
 from fwe_cli.loader import FineWebLoader, LoaderError, LoaderTimeout, SourceError, resolve_config
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources import DocumentStream
-from tests.helpers import run_fwe
+from tests.helpers import invoke, run_fwe
 
 
 def fwe_threads():
@@ -27,25 +26,23 @@ def exploding_stream(after):
     return __iter__
 
 
-@pytest.mark.parametrize("prefetch", [True, False])
-def test_producer_error_is_raised_in_consumer_with_cause(monkeypatch, prefetch):
+@pytest.mark.parametrize("prefetch,raised", [(True, LoaderError), (False, RuntimeError)])
+def test_producer_error_is_raised_in_consumer_with_cause(monkeypatch, prefetch, raised):
     """An exception mid-stream surfaces in the consumer (chained, traceback intact) — never a silent end."""
     monkeypatch.setattr(DocumentStream, "__iter__", exploding_stream(30))
     cfg = resolve_config(env={}, source="synthetic", seq_len=64, batch_size=2, doc_batch=4, prefetch=prefetch)
     got = 0
     with FineWebLoader(cfg) as loader:
-        with pytest.raises(Exception) as info:
+        with pytest.raises(raised, match="disk went away") as info:
             for _ in loader:
                 got += 1
     assert got > 0  # it really failed mid-stream, not at the start
     err = info.value
+    assert type(err) is raised
     if prefetch:
-        assert isinstance(err, LoaderError)
-        assert isinstance(err.__cause__, RuntimeError) and "disk went away" in str(err)
+        assert isinstance(err.__cause__, RuntimeError)
         frames = "".join(traceback.format_tb(err.__cause__.__traceback__))
         assert 'raise RuntimeError("disk went away")' in frames  # the producer's own frame survives
-    else:
-        assert isinstance(err, RuntimeError)
 
 
 def test_fwe_error_from_source_keeps_its_type(tmp_path):
@@ -53,7 +50,7 @@ def test_fwe_error_from_source_keeps_its_type(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_bytes(b'{"text": "fine"}\n' * 3 + b"{not json\n")
     cfg = resolve_config(env={}, local_path=str(path), bad_records="error", seq_len=4)
-    with FineWebLoader(cfg) as loader, pytest.raises(SourceError) as info:
+    with FineWebLoader(cfg) as loader, pytest.raises(SourceError, match="bad JSON") as info:
         list(loader)
     assert f"{path}:4" in str(info.value)
 
@@ -61,10 +58,10 @@ def test_fwe_error_from_source_keeps_its_type(tmp_path):
 def test_no_thread_outlives_close(synthetic_jsonl):
     """After close (mid-stream, queue full), no fwe thread is alive."""
     before = len(fwe_threads())
-    cfg = resolve_config(env={}, source="synthetic", seq_len=64, queue_depth=2, tokenizer_threads=2)
+    cfg = resolve_config(env={}, source="synthetic", seq_len=64, queue_depth=2, warmup_batches=2, tokenizer_threads=2)
     loader = FineWebLoader(cfg)
     next(loader)
-    time.sleep(0.2)  # let the producer fill the queue and block on put
+    assert loader.warmup()["filled"] == 2  # the queue is full again: the producer is blocked on put
     assert len(fwe_threads()) > before
     loader.close()
     assert fwe_threads() == [] or len(fwe_threads()) == before
@@ -77,10 +74,8 @@ def test_hanging_source_raises_timeout_naming_stage(tmp_path):
     os.mkfifo(fifo)
     cfg = resolve_config(env={}, local_path=str(fifo), loader_timeout=0.5)
     loader = FineWebLoader(cfg)
-    t0 = time.perf_counter()
-    with pytest.raises(LoaderTimeout) as info:
+    with pytest.raises(LoaderTimeout, match="^no first batch within 0.5 s; producer stuck at: ") as info:
         next(loader)
-    assert time.perf_counter() - t0 < 3
     assert "reading first document" in info.value.stage
     loader.close(join_timeout=0.1)
     with open(fifo, "wb"):  # release the blocked reader so the daemon thread can finish
@@ -100,6 +95,7 @@ def test_synthetic_on_fail_falls_back_loudly_and_records_it(tmp_path):
 
 
 def test_without_fallback_missing_file_is_clear_error(tmp_path):
+    """Without synthetic_on_fail, a missing file is a SourceError saying so, never synthetic data."""
     cfg = resolve_config(env={}, local_path=str(tmp_path / "missing.jsonl"))
     with FineWebLoader(cfg) as loader, pytest.raises(SourceError, match="no such file"):
         next(loader)
@@ -107,29 +103,30 @@ def test_without_fallback_missing_file_is_clear_error(tmp_path):
 
 @pytest.mark.parametrize("prefetch", ["--prefetch", "--no-prefetch"])
 def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, prefetch):
-    """`fwe smoke` on a source that hangs exits 3 within timeout + 2 s, with or without prefetch."""
+    """`fwe smoke` on a source that hangs exits 3 by itself (its hung producer thread does not keep the process
+    alive), with or without prefetch, and records why."""
     fifo = tmp_path / "stuck.jsonl"
     os.mkfifo(fifo)
-    t0 = time.perf_counter()
     proc = run_fwe("smoke", "--local-path", str(fifo), "--timeout", "2", prefetch, "--json",
                    "--artifacts-dir", str(tmp_path / "a"), timeout=30)
-    elapsed = time.perf_counter() - t0
     assert proc.returncode == 3, proc.stderr
-    # interpreter start (~0.3 s) is outside the command's own timeout; allow it on a loaded 2-core box
-    assert elapsed < 2 + 2 + 1.5, elapsed
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert len(artifacts) == 1
     record = orjson.loads(artifacts[0].read_bytes())
     assert record["ok"] is False and record["error"]["stage"]
+    # the timeout ended it: the loader's own with prefetch, the watchdog's when the read blocks the main thread
+    assert record["error"]["type"] == ("LoaderTimeout" if prefetch == "--prefetch" else "HardTimeout")
+    assert " within " in record["error"]["message"]
     if prefetch == "--prefetch":
         assert "reading first document" in proc.stderr
 
 
 def test_smoke_synthetic_on_fail_is_recorded_in_artifact(tmp_path):
     """The fallback is never silent: the artifact (and --json) carry it."""
-    proc = run_fwe("smoke", "--local-path", str(tmp_path / "nope.jsonl"), "--synthetic-on-fail", "--json",
-                   "--artifacts-dir", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr
-    result = orjson.loads(proc.stdout)
-    assert result["fallback"]["from_source"] == "local"
-    assert "FALLBACK" in proc.stderr
+    with pytest.warns(RuntimeWarning, match="FALLING BACK TO SYNTHETIC"):
+        result = invoke("smoke", "--local-path", str(tmp_path / "nope.jsonl"), "--synthetic-on-fail", "--json",
+                        "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    output = orjson.loads(result.stdout)
+    assert output["fallback"]["from_source"] == "local"
+    assert "FALLBACK" in result.stderr

@@ -8,6 +8,7 @@ FIELDS = {"text", "id", "dump", "url", "file_path", "language", "language_score"
 
 
 def test_records_have_all_ten_fields_with_types():
+    """A synthetic record has FineWeb-Edu's ten fields, scores as floats and counts as ints."""
     record = synthetic_record(0, 5)
     assert set(record) == FIELDS
     assert isinstance(record["language_score"], float) and isinstance(record["score"], float)

@@ -11,8 +11,7 @@ from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.errors import ConfigError, TokenizerError
 from fwe_cli.loader.tokenization.tiktoken_backend import NotExpressible, try_tiktoken
 from fwe_cli.loader.tokenization.doc_tokenizer import HFTokenizer, UpgradingTokenizer, load_tokenizer
-
-from tests.helpers import run_fwe
+from tests.helpers import invoke
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +186,9 @@ def test_config_rejects_unknown_backend():
 
 def test_cli_flag_and_exit_code(tmp_path, gpt2_tokenizer_json, synthetic_jsonl):
     """--tokenizer-backend is a loader flag: a bad value exits 2; 'tiktoken' runs and the JSON names the backend."""
-    bad = run_fwe("smoke", "--source", "synthetic", "--tokenizer-backend", "fast", "--artifacts-dir", str(tmp_path))
-    assert bad.returncode == 2 and "tokenizer_backend" in bad.stderr
-    ok = run_fwe("smoke", "--local-path", str(synthetic_jsonl), "--tokenizer", gpt2_tokenizer_json,
-                 "--tokenizer-backend", "tiktoken", "--json", "--artifacts-dir", str(tmp_path))
-    assert ok.returncode == 0, ok.stderr
+    bad = invoke("smoke", "--source", "synthetic", "--tokenizer-backend", "fast", "--artifacts-dir", str(tmp_path))
+    assert bad.exit_code == 2 and "tokenizer_backend" in bad.stderr
+    ok = invoke("smoke", "--local-path", str(synthetic_jsonl), "--tokenizer", gpt2_tokenizer_json,
+                "--tokenizer-backend", "tiktoken", "--json", "--artifacts-dir", str(tmp_path))
+    assert ok.exit_code == 0, ok.stderr
     assert orjson.loads(ok.stdout)["tokenizer"]["backend"] == "tiktoken"

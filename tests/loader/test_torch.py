@@ -7,6 +7,7 @@ from fwe_cli.loader import ConfigError, FineWebLoader, resolve_config
 
 
 def test_as_torch_without_torch_is_a_clear_error(monkeypatch):
+    """as_torch without torch importable is a ConfigError at construction saying how to install it."""
     import builtins
 
     real_import = builtins.__import__
@@ -22,6 +23,7 @@ def test_as_torch_without_torch_is_a_clear_error(monkeypatch):
 
 
 def test_torch_batches_equal_numpy_batches():
+    """as_torch yields int32 tensors equal to the numpy batches, pinned exactly when CUDA is available."""
     torch = pytest.importorskip("torch")
     base = resolve_config(env={}, source="synthetic", seq_len=64, batch_size=4)
     with FineWebLoader(base) as loader:

@@ -93,7 +93,7 @@ def test_gives_up_after_attempts_and_says_so():
         calls.append(1)
         raise HTTPStatusError(503)
 
-    with pytest.warns(RuntimeWarning), pytest.raises(HTTPStatusError) as raised:
+    with pytest.warns(RuntimeWarning), pytest.raises(HTTPStatusError, match="^HTTP 503$") as raised:
         call_with_retries(call, "x", sleep=lambda s: None)
     assert len(calls) == 3
     assert attempts_note(raised.value) == " after 3 attempts"
@@ -106,6 +106,6 @@ def test_permanent_errors_are_not_retried():
     def call():
         raise HTTPStatusError(404)
 
-    with pytest.raises(HTTPStatusError) as raised:
+    with pytest.raises(HTTPStatusError, match="^HTTP 404$") as raised:
         call_with_retries(call, "x", sleep=waits.append)
     assert waits == [] and attempts_note(raised.value) == ""

@@ -23,7 +23,6 @@ class DocumentStream:
         self._mark = mark
         self.bad = BadRecords()
         self.files: list[str] = []
-        self.stream_index = 0  # documents of the whole stream seen (all shards)
         self._set_stage = set_stage
 
     def describe(self) -> dict:
@@ -32,29 +31,29 @@ class DocumentStream:
         if c.source == "local":
             info.update(path=c.local_path, files=len(self.files), bad_records=self.bad.to_dict())
         elif c.source == "hub":
-            info.update(dataset=c.dataset, name=c.name, split=c.split)
+            info.update(dataset=c.dataset, name=c.name, split=c.split, bad_records=self.bad.to_dict())
         else:
             info.update(seed=c.seed)
         return info
 
     def __iter__(self) -> Iterator[Document]:
         c = self.config
+        strict = c.bad_records == "error"
         if c.source == "synthetic":
             self._mark("source_opened")
             for doc in iter_synthetic(c.seed, c.shard):
                 self._mark("first_document")
-                self.stream_index += c.shard.mod
                 yield doc
             return
         if c.source == "local":
             self._set_stage("opening source (listing local files)")
             self.files = resolve_files(c.local_path, allow_partial=c.allow_partial)
-            docs = iter_local(self.files, self.bad, strict=c.bad_records == "error")
+            docs = iter_local(self.files, self.bad, strict)
         else:
             from fwe_cli.loader.sources.hub import iter_hub, open_hub_stream
 
             self._set_stage(f"opening source (Hub handshake, metadata and file listing for {c.dataset})")
-            docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split), c.dataset)
+            docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split), c.dataset, self.bad, strict)
         self._mark("source_opened")
         self._set_stage("reading first document")
         for doc in self._shard(docs):
@@ -62,13 +61,6 @@ class DocumentStream:
             yield doc
 
     def _shard(self, docs: Iterator[Document]) -> Iterator[Document]:
-        mod, rem = self.config.shard.mod, self.config.shard.rem
-        if mod == 1:
-            for doc in docs:
-                self.stream_index += 1
-                yield doc
-            return
-        for index, doc in enumerate(docs):
-            self.stream_index = index + 1
-            if index % mod == rem:
-                yield doc
+        """The documents the config's shard owns, indices counted over the whole stream."""
+        shard = self.config.shard
+        return (doc for index, doc in enumerate(docs) if shard.owns(index))

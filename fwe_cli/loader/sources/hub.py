@@ -1,6 +1,7 @@
 """Stream a dataset from the Hugging Face Hub (or any HF_ENDPOINT) through `datasets`.
 
-`datasets` is imported here, lazily: it costs ~1-2 s of imports that local and synthetic runs skip.
+`datasets` is imported here, lazily: its imports cost more than a local or synthetic run's whole start, so those
+runs skip them.
 HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
 """
 
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from fwe_cli.loader.documents import Document
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.local import BadRecords, bad_text_reason
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
 
@@ -53,10 +55,25 @@ def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | 
     return stream
 
 
-def iter_hub(stream, dataset: str) -> Iterator[Document]:
-    for index, row in enumerate(stream):
+def hub_rows(stream, dataset: str, bad: BadRecords, strict: bool, rows: int = 0) -> Iterator[tuple[dict, int]]:
+    """(row, rows read so far) for each row of `stream` with a string `text`; `rows` counts rows read before.
+
+    A row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` and skipped, or with `strict`
+    raises SourceError naming it."""
+    for row in stream:
+        rows += 1
         text = row.get("text")
-        if not isinstance(text, str):
+        if isinstance(text, str):
+            yield row, rows
             continue
+        reason = bad_text_reason(text)
+        if strict:
+            raise SourceError(f"{dataset} row {rows}: {reason} (use --bad-records skip to count it)")
+        bad.add(f"{dataset}#row{rows}", reason)
+
+
+def iter_hub(stream, dataset: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
+    """The stream's good rows as Documents (unsharded); a row without a string `id` is named `{dataset}#{row index}`."""
+    for row, rows in hub_rows(stream, dataset, bad, strict):
         rid = row.get("id")
-        yield Document(text=text, id=rid if isinstance(rid, str) else f"{dataset}#{index}")
+        yield Document(text=row["text"], id=rid if isinstance(rid, str) else f"{dataset}#{rows - 1}")

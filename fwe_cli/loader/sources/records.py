@@ -8,8 +8,9 @@ is, not re-encoded), and after each record a position from which a later run con
     local      {"index", "file", "offset", "line"} file number, byte offset (rows for parquet), line number
     hub        {"index", "rows", "state"}          rows read, and `datasets`' own state_dict when it has one
 
-`index` counts the good records of the whole stream (every shard); record i belongs to shard i % mod == rem,
-the same rule as the loader, so a bootstrap shard holds exactly the documents the loader gives that rank.
+`index` counts the good records of the whole stream (every shard); record i belongs to the shard that
+`Shard.owns(i)`, the same rule as the loader, so a bootstrap shard holds exactly the documents the loader gives
+that rank.
 
     stream = RecordStream(RecordSpec(kind="local", local_path="docs.jsonl"))
     for record, line in stream:       # line: the source's JSONL bytes, or None where there is none
@@ -27,6 +28,7 @@ import orjson
 
 from fwe_cli.loader.config import Shard
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.sources.hub import hub_rows
 from fwe_cli.loader.sources.local import JSONL_SUFFIXES, BadRecords, resolve_files, scan_jsonl, scan_parquet, scan_txt
 from fwe_cli.loader.sources.synthetic import synthetic_record
 
@@ -125,21 +127,21 @@ class RecordStream:
 
     # -- synthetic ---------------------------------------------------------------------------------------
     def _synthetic(self) -> Iterator[tuple[dict, None]]:
-        mod, rem, seed = self.spec.shard.mod, self.spec.shard.rem, self.spec.seed
-        index = self._index + (rem - self._index) % mod
+        shard, seed = self.spec.shard, self.spec.seed
+        index = shard.first_owned(self._index)
         while True:
             self._index = index + 1
             yield synthetic_record(seed, index), None
-            index += mod
+            index += shard.mod
 
     # -- local -------------------------------------------------------------------------------------------
     def _local(self) -> Iterator[tuple[dict, bytes | None]]:
-        mod, rem = self.spec.shard.mod, self.spec.shard.rem
+        shard = self.spec.shard
         index = self._index
         for file_no in range(self._file, len(self.files)):
             start, line = (self._offset, self._line) if file_no == self._file else (0, 0)
             for record, _text, lineno, end, raw in self._scan(self.files[file_no], start, line):
-                owned = index % mod == rem
+                owned = shard.owns(index)
                 index += 1
                 if owned:
                     self._file, self._offset, self._line, self._index = file_no, end, lineno, index
@@ -158,7 +160,7 @@ class RecordStream:
 
     # -- hub ---------------------------------------------------------------------------------------------
     def _open_hub(self) -> None:
-        from fwe_cli.loader.sources.hub import open_hub_stream
+        from fwe_cli.loader.sources.hub import open_hub_stream  # looked up at call time, so tests can stand in for it
 
         spec = self.spec
         try:
@@ -187,18 +189,9 @@ class RecordStream:
 
     def _hub_rows(self) -> Iterator[tuple[dict, None]]:
         spec = self.spec
-        mod, rem = spec.shard.mod, spec.shard.rem
-        index, rows = self._index, self._rows
-        for row in self._hub:
-            rows += 1
-            text = row.get("text")
-            if not isinstance(text, str):
-                reason = "'text' is null" if text is None else f"'text' is {type(text).__name__}, not a string"
-                if spec.strict:
-                    raise SourceError(f"{spec.dataset} row {rows}: {reason} (use --bad-records skip to count it)")
-                self.bad.add(f"{spec.dataset}#row{rows}", reason)
-                continue
-            owned = index % mod == rem
+        index = self._index
+        for row, rows in hub_rows(self._hub, spec.dataset, self.bad, spec.strict, rows=self._rows):
+            owned = spec.shard.owns(index)
             index += 1
             if owned:
                 self._index, self._rows = index, rows

@@ -3,9 +3,8 @@
 Record i depends only on (seed, i), so a shard generates just its own documents and any run, thread
 count or queue depth sees the same stream. Text is English-like prose from a Zipf-weighted vocabulary of
 ~800 common words (educational topics), in sentences and paragraphs with a title line, so a byte-level
-BPE such as GPT-2 spends about as much work per character as on real FineWeb-Edu (measured with
-GPT-2 encode_batch on 2 cores: 4.78 characters/token and 1.39 M tokens/s here, vs 4.58 and 1.36 M on
-../shared/fineweb_real/fineweb_sample.txt). Generation runs at ~22 MB/s of text on one core. Lengths are log-normal with
+BPE such as GPT-2 spends about as much work per character as on real FineWeb-Edu (comparison in
+runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are log-normal with
 median 2,000 characters and sigma 1.05 (real FineWeb: p10 468, p50 1,684, p90 6,889), capped at 120,000,
 so the tail passes 40,000 characters about once in 800 documents.
 """
@@ -98,7 +97,7 @@ def iter_synthetic(
     seed: int = 0, shard: Shard = Shard(), start: int = 0, limit: int | None = None
 ) -> Iterator[Document]:
     """Documents of the synthetic stream owned by `shard`, from stream index `start`, forever or `limit` indices."""
-    index = start + ((shard.rem - start) % shard.mod)
+    index = shard.first_owned(start)
     stop = None if limit is None else start + limit
     while stop is None or index < stop:
         record = synthetic_record(seed, index)

@@ -7,11 +7,11 @@ Specs: 'byte' (UTF-8 bytes 0..255, end-of-document id 256, vocab 257; needs no f
 tokenizer.json (or a directory holding one), or a Hub model id fetched through the Hugging Face cache
 ('gpt2' is an alias of 'openai-community/gpt2').
 
-Backends for a tokenizer.json: 'tokenizers' (HFTokenizer) always works; 'tiktoken' (fwe_cli.loader.tokenization.tiktoken_backend;
-GPT-2 on real FineWeb text, one core of this VM: ~4.7 M tokens/s vs ~0.7 M for encode_batch) is used only once it
-is shown to give identical ids. Backend 'auto' returns
-an UpgradingTokenizer: tokenizers at once, tiktoken from the moment its proof (run on a background thread,
-~0.3 s of CPU for GPT-2) has passed; the pipeline starts that proof after its first batch, so the check never
+Backends for a tokenizer.json: 'tokenizers' (HFTokenizer) always works; 'tiktoken'
+(fwe_cli.loader.tokenization.tiktoken_backend; several times faster than encode_batch on GPT-2, see
+runbooks/throughput.md) is used only once it is shown to give identical ids. Backend 'auto' returns an
+UpgradingTokenizer: tokenizers at once, tiktoken from the moment its proof (run on a background thread, a fraction
+of a second of CPU) has passed; the pipeline starts that proof after its first batch, so the check never
 delays the first batch, and since ids are identical the switch cannot be seen in the batches. `backend` says
 which backend encodes now, `backend_reason` why. Lone surrogates become U+FFFD in both backends.
 """
@@ -117,8 +117,8 @@ class UpgradingTokenizer:
     """An HFTokenizer that hands its work to tiktoken once `try_tiktoken` has proven the ids identical.
 
     The proof thread belongs to this process-wide (cached) tokenizer, not to a loader, so loaders do not join it:
-    it does no I/O beyond re-reading the tokenizer.json and ends after ~0.3 s of CPU (a daemon thread, it never
-    keeps the process alive); its verdict lands in `backend_reason`, its duration in `check_s`."""
+    it does no I/O beyond re-reading the tokenizer.json and ends after a fraction of a second of CPU (a daemon thread,
+    it never keeps the process alive); its verdict lands in `backend_reason`, its duration in `check_s`."""
 
     def __init__(self, hf: HFTokenizer, path: str):
         self.hf = hf
@@ -212,8 +212,8 @@ def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
 
 @lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str) -> DocTokenizer:
-    """Parse a tokenizer.json once per process (GPT-2: ~90 ms; ~300 ms more for backend 'tiktoken') — loaders
-    built later reuse it, upgraded if the proof has passed (the backends are stateless and thread-safe)."""
+    """Parse a tokenizer.json once per process (a visible part of a first batch; more for backend 'tiktoken'):
+    loaders built later reuse it, upgraded if the proof has passed (the backends are stateless and thread-safe)."""
     from tokenizers import Tokenizer
 
     try:

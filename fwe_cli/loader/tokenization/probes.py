@@ -4,7 +4,7 @@ The set aims at the places where a byte-level BPE reimplementation can drift fro
 pre-tokenizer regex (whitespace runs, contractions, digits, punctuation, every Unicode general category
 through a code-point sampler), the BPE merge loop (very long words), added tokens inside the text
 (whole, doubled, broken, glued to words), invalid text (lone surrogates) and empty documents. It is
-deterministic, about 60 KB, and cheap enough to run at every load (~40 ms for both backends on GPT-2).
+deterministic, about 60 KB, and cheap enough to run at every load.
 
     python -m fwe_cli.loader.tokenization.probes      # prints the probe texts' count and size
 """

@@ -18,7 +18,7 @@ returns a TiktokenTokenizer or raises NotExpressible with the reason. It goes th
    (x, y) is not a listed merge. Both are ruled out by checking that the `tokenizers` model turns every
    token's own characters back into that one token: a state [.., x, y, ..] with x+y = t covering exactly
    t's bytes is one the merge list also reaches on t alone, where it would stop at [x, y]. The check runs
-   over the whole vocabulary (~80 ms for GPT-2's 50,257 tokens).
+   over the whole vocabulary, one encode per token.
 4. Probes. `fwe_cli.loader.tokenization.probes` texts (scripts, a code-point sampler, whitespace runs, long words,
    added tokens in text, lone surrogates, empty documents) give identical ids through both encode_docs.
 

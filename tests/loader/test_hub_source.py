@@ -1,0 +1,58 @@
+"""Hub rows reach the loader and bootstrap through one reader: a row without a string `text` is counted (skip) or
+fatal (error) for both, and good rows keep their order, ids and shard."""
+
+import pytest
+
+from fwe_cli.errors import SourceError
+from fwe_cli.loader import resolve_config
+from fwe_cli.loader.config import Shard
+from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.records import RecordSpec, RecordStream
+
+ROWS = [
+    {"text": "zero", "id": "a"},
+    {"text": None, "id": "b"},
+    {"text": "two"},
+    {"text": 3, "id": "d"},
+    {"text": "four", "id": 4},
+    {"text": "five", "id": "f"},
+]
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """open_hub_stream returns ROWS instead of opening a dataset (both readers open the Hub through it)."""
+    monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream",
+                        lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
+
+
+def hub_config(**kw):
+    return resolve_config(env={}, source="hub", dataset="org/ds", **kw)
+
+
+def test_loader_counts_hub_rows_without_text_and_reports_them(fake_hub):
+    """skip mode: the loader yields the good rows in order, ids from the row or `{dataset}#{row index}`, and
+    describe() reports each bad row with its row number and reason."""
+    stream = DocumentStream(hub_config())
+    docs = list(stream)
+    assert [(d.text, d.id) for d in docs] == [("zero", "a"), ("two", "org/ds#2"), ("four", "org/ds#4"),
+                                              ("five", "f")]
+    assert stream.describe()["bad_records"] == {
+        "count": 2, "examples": ["org/ds#row2: 'text' is null", "org/ds#row4: 'text' is int, not a string"]}
+
+
+def test_loader_hub_bad_row_is_fatal_in_error_mode(fake_hub):
+    """error mode: the first row without a string `text` raises SourceError naming the dataset and row."""
+    with pytest.raises(SourceError, match=r"^org/ds row 2: 'text' is null \(use --bad-records skip"):
+        list(DocumentStream(hub_config(bad_records="error")))
+
+
+def test_loader_and_bootstrap_read_the_same_hub_shard(fake_hub):
+    """Shard 1 of 2 holds the same good rows whether the loader or bootstrap reads the Hub, with the same bad count."""
+    loader = DocumentStream(hub_config(shard_mod=2, shard_rem=1))
+    loader_texts = [d.text for d in loader]
+    records = RecordStream(RecordSpec(kind="hub", dataset="org/ds", shard=Shard(2, 1)))
+    record_texts = [record["text"] for record, _line in records]
+    assert loader_texts == record_texts == ["two", "five"]
+    assert loader.bad.to_dict() == records.bad.to_dict()
+    assert records.position()["rows"] == 6
