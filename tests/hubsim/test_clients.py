@@ -12,6 +12,7 @@ import urllib.request
 import orjson
 
 from tests.hubsim.clientenv import REPO_ROOT
+from tests.hubsim.requestlog import read_log
 
 LISTING_SCRIPT = r"""
 import json
@@ -139,9 +140,9 @@ def test_cli_serve_prints_endpoint_injects_faults_and_stops(hubsim_root, tmp_pat
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0
-    # records are logged when answered, so two back-to-back requests may be logged in either order
-    records = sorted(map(orjson.loads, log.read_bytes().splitlines()), key=lambda r: r["status"])
-    assert [(r["status"], r["fault"]) for r in records] == [(200, None), (503, "fail")]
+    # stop() logs every answer before the process ends; read_log orders by arrival (seq)
+    records = read_log(log)
+    assert [(r["seq"], r["status"], r["fault"]) for r in records] == [(1, 503, "fail"), (2, 200, None)]
     assert "[fail]" in err and "stopped after 2 requests" in err
 
 
