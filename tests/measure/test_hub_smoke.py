@@ -95,9 +95,14 @@ class Smoke:
             self.error = exc
         self.elapsed = time.monotonic() - started
 
-    def finish(self) -> "Smoke":
-        if self._thread.ident is not None:  # a background run
+    def wait(self) -> None:
+        """Wait for a background run to end (run_fwe kills it after timeout + 60 s, so this returns)."""
+        if self._thread.ident is not None:
             self._thread.join(self.timeout + 90)
+
+    def finish(self) -> "Smoke":
+        """Wait for the run; it must have ended by itself (not killed by run_fwe's timeout)."""
+        self.wait()
         assert self.error is None and self.proc is not None, f"fwe smoke {self.name} did not end: {self.error}"
         return self
 
@@ -140,8 +145,6 @@ class Runs:
                                                   "HF_HUB_ETAG_TIMEOUT": str(CLIENT_READ_TIMEOUT_S)})
         # a condition, not a sleep: each stalled run has sent its stalled request (bounded by its own timeout)
         self.stall_reached = {case: self.servers[case].stalled.wait(STALL_TIMEOUT_S) for case in STALLS}
-        # 2 x 503 (README GET: retried by fwe; parquet data read: retried by the client) and a cut revision
-        # answer (retried by fwe)
         faulty = self.servers["faulty"] = OwnServer(
             hubsim_root, workdir / "faulty", fail_count=2, fail_status=503, fail_distinct=True,
             fail_match=r"^GET \S+/README\.md$|range=bytes=4-", drop_after_bytes=100, drop_count=1,
@@ -161,7 +164,7 @@ class Runs:
 
     def close(self) -> None:
         for run in [*self.stalled.values(), self.faulty]:
-            run._thread.join(run.timeout + 90)
+            run.wait()
         self.clean.close()
         for own in self.servers.values():
             own.close()
