@@ -61,9 +61,8 @@ class HubRun:
         self.server.new_log(self.workdir / f"{name}.jsonl")
 
     def requests(self) -> list[dict]:
-        """The request log so far (after in-flight answers are logged)."""
-        self.server.wait_idle()
-        return self.server.log.records()
+        """The request log so far, in arrival order, after every answer given is logged (server.flush)."""
+        return self.server.flush()
 
     def new_home(self) -> Path:
         """A fresh, empty HF_HOME: a cold cache."""

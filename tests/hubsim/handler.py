@@ -65,6 +65,7 @@ class HubHandler(BaseHTTPRequestHandler):
 
     def _answer(self, hub) -> None:
         started = time.perf_counter()
+        log, seq = hub.log, hub.log.arrive()  # the record belongs to the log current at arrival
         faults = self._faults = hub.fault_state
         line = f"{self.command} {self.path}" + (f" range={self.headers['Range']}" if self.headers.get("Range") else "")
         self._record = {"conn": self.conn_id, "method": self.command, "path": self.path,
@@ -75,7 +76,7 @@ class HubHandler(BaseHTTPRequestHandler):
         body = self._read_body()
         if faults.should_stall(line):
             self._record["fault"] = "stall"
-            hub.log.add(dict(self._record))  # logged on arrival: it never gets an answer
+            log.add(dict(self._record), seq)  # logged on arrival: it never gets an answer
             hub.request_ended()  # not in flight for wait_idle: it will never end by itself
             faults.released.wait()
             hub.request_started()
@@ -107,7 +108,7 @@ class HubHandler(BaseHTTPRequestHandler):
             if self._record["status"] is None:
                 self._send_json({"error": f"hubsim internal error: {exc}"}, status=500)
         self._record["ms"] = round((time.perf_counter() - started) * 1000, 2)
-        hub.log.add(self._record)
+        log.add(self._record, seq)
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

@@ -1,6 +1,6 @@
 """The test Hub server's request log: one JSON object per answered (or cut, or stalled) request.
 
-Kept in memory for tests and, when a path is given, appended to a JSON-lines file as it happens:
+Kept in memory for tests and, when a path is given, appended to a JSON-lines file as answers finish:
 
     {"seq": 3, "t": 0.412, "conn": 2, "method": "GET", "path": "/api/datasets/HuggingFaceFW/fineweb-edu/...",
      "endpoint": "GET /api/datasets/{repo}/revision/{sha}", "range": null, "status": 200, "bytes": 724,
@@ -10,6 +10,13 @@ Kept in memory for tests and, when a path is given, appended to a JSON-lines fil
 and {shard}, so a sequence of endpoints can be compared across builds and runs. `conn` numbers the TCP
 connections the server accepted; `fault` is null, "fail", "drop" or "stall" (a stalled request is logged
 on arrival, without status or ms); `ms` is the time spent answering, injected delay included.
+
+`seq` is the ARRIVAL order: the handler takes a number (`RequestLog.arrive`) when it has read the request
+line, and the record lands under that number when the answer is done (`RequestLog.add`). A client sees
+its answer a moment before the server logs it, and answers on different connections finish in any
+order, so `records()` and `read_log` sort by `seq`: for a client that sends one request after the other
+the log order is then the request order, whatever the machine's load. A request belongs to the log that
+was current when it arrived, never to one started later (e.g. by the next test).
 """
 
 from __future__ import annotations
@@ -45,14 +52,25 @@ class RequestLog:
         self.on_record = on_record
         self.started = time.monotonic()
         self._records: list[dict] = []
+        self._arrived = 0
         self._lock = threading.Lock()
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_bytes(b"")
 
-    def add(self, record: dict) -> None:
+    def arrive(self) -> int:
+        """The arrival number (`seq`) of a request whose line was just read."""
         with self._lock:
-            record = {"seq": len(self._records) + 1, "t": round(time.monotonic() - self.started, 4), **record}
+            self._arrived += 1
+            return self._arrived
+
+    def add(self, record: dict, seq: int | None = None) -> None:
+        """Log `record` under its arrival number `seq` (a fresh one when None); `t` is when it is logged."""
+        with self._lock:
+            if seq is None:
+                self._arrived += 1
+                seq = self._arrived
+            record = {"seq": seq, "t": round(time.monotonic() - self.started, 4), **record}
             self._records.append(record)
             if self.path:
                 with self.path.open("ab") as handle:
@@ -61,8 +79,9 @@ class RequestLog:
             self.on_record(record)
 
     def records(self) -> list[dict]:
+        """The logged records in arrival order (requests still being answered are not in yet)."""
         with self._lock:
-            return list(self._records)
+            return sorted(self._records, key=lambda r: r["seq"])
 
     def __len__(self) -> int:
         with self._lock:
@@ -70,5 +89,6 @@ class RequestLog:
 
 
 def read_log(path: str | Path) -> list[dict]:
-    """Records of a JSON-lines request log written by the server."""
-    return [orjson.loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
+    """Records of a JSON-lines request log written by the server, in arrival order (like `records()`)."""
+    records = [orjson.loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
+    return sorted(records, key=lambda r: r["seq"])

@@ -77,11 +77,23 @@ class HubServer:
             self._in_flight -= 1
             self._idle.notify_all()
 
-    def wait_idle(self, timeout: float = 5.0) -> bool:
-        """Wait until no request is being answered (a client can see its answer a moment before the
-        server logs it); stalled requests do not count. False if still busy after `timeout`."""
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (stalled ones excluded)."""
+        with self._idle:
+            return self._in_flight
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no request is being answered, i.e. every answer a client has seen is in the log (a
+        client can see its answer a moment before the server logs it); stalled requests do not count.
+        False if still busy after `timeout` (a generous bound: it only matters when a request hangs)."""
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def flush(self) -> list[dict]:
+        """The current log's records once every answered request is logged (wait_idle), arrival order."""
+        self.wait_idle()
+        return self.log.records()
 
     def set_faults(self, faults: Faults = Faults()) -> None:
         """Switch faults for the next requests (counters start afresh; stalled requests are released)."""
@@ -100,9 +112,11 @@ class HubServer:
         return self
 
     def stop(self) -> None:
-        """Release stalled requests, stop accepting, and close the socket."""
+        """Release stalled requests, let answers in flight finish and be logged (the log is complete when
+        stop returns), stop accepting, and close the socket."""
         self.stopping.set()
         self.fault_state.released.set()
+        self.wait_idle(timeout=5.0)
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:

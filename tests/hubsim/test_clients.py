@@ -10,8 +10,11 @@ import sys
 import urllib.request
 
 import orjson
+import pytest
 
+from tests.hubsim.__main__ import main as hubsim_main
 from tests.hubsim.clientenv import REPO_ROOT
+from tests.hubsim.requestlog import read_log
 
 LISTING_SCRIPT = r"""
 import json
@@ -94,26 +97,26 @@ def test_sealed_clients_cannot_leave_localhost(hub):
     assert [v["event"] for v in hub.violations()] == ["socket.connect", "socket.getaddrinfo"]
 
 
-def test_cli_help_and_build(tmp_path):
-    """`python -m tests.hubsim --help` teaches both commands; `build` writes repos and prints the manifest."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    helped = subprocess.run([sys.executable, "-m", "tests.hubsim", "--help"], capture_output=True, text=True,
-                            env=env, cwd=REPO_ROOT)
-    assert helped.returncode == 0 and "build" in helped.stdout and "serve" in helped.stdout
-    serve_help = subprocess.run([sys.executable, "-m", "tests.hubsim", "serve", "--help"], capture_output=True,
-                                text=True, env=env, cwd=REPO_ROOT)
+def test_cli_help_and_build(tmp_path, capsys):
+    """`python -m tests.hubsim --help` teaches both commands; `build` writes repos and prints the manifest;
+    `serve` on a root without repos exits 2 saying to build first. In-process (`main(argv)`): none of this
+    is a process's behaviour, and the CLI imports no Hub client."""
+    for argv in (["--help"], ["serve", "--help"]):
+        with pytest.raises(SystemExit) as exited:
+            hubsim_main(argv)
+        assert exited.value.code == 0
+    top, serve_help = capsys.readouterr().out.split("usage: python -m tests.hubsim serve", 1)
+    assert "build" in top and "serve" in top
     for flag in ("--rtt-ms", "--fail", "--retry-after", "--drop-after-bytes", "--stall-match", "--log"):
-        assert flag in serve_help.stdout
-    built = subprocess.run([sys.executable, "-m", "tests.hubsim", "build", "--root", str(tmp_path), "--mb", "0.2",
-                            "--shards", "1", "--row-group-rows", "100"], capture_output=True, text=True, env=env,
-                           cwd=REPO_ROOT)
-    assert built.returncode == 0, built.stderr
-    manifest = orjson.loads(built.stdout)
+        assert flag in serve_help
+    assert hubsim_main(["build", "--root", str(tmp_path), "--mb", "0.2", "--shards", "1", "--row-group-rows",
+                        "100"]) == 0
+    built = capsys.readouterr()
+    manifest = orjson.loads(built.out)
     assert manifest["shards"][0]["path"] == "sample/10BT/000_00000.parquet" and manifest["rows"] >= 100
-    assert "000_00000.parquet" in built.stderr  # progress
-    missing = subprocess.run([sys.executable, "-m", "tests.hubsim", "serve", "--root", str(tmp_path / "nope")],
-                             capture_output=True, text=True, env=env, cwd=REPO_ROOT)
-    assert missing.returncode == 2 and "build them first" in missing.stderr
+    assert "000_00000.parquet" in built.err  # progress
+    assert hubsim_main(["serve", "--root", str(tmp_path / "nope")]) == 2
+    assert "build them first" in capsys.readouterr().err
 
 
 def test_cli_serve_prints_endpoint_injects_faults_and_stops(hubsim_root, tmp_path):
@@ -139,21 +142,21 @@ def test_cli_serve_prints_endpoint_injects_faults_and_stops(hubsim_root, tmp_pat
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0
-    # records are logged when answered, so two back-to-back requests may be logged in either order
-    records = sorted(map(orjson.loads, log.read_bytes().splitlines()), key=lambda r: r["status"])
-    assert [(r["status"], r["fault"]) for r in records] == [(200, None), (503, "fail")]
+    # stop() logs every answer before the process ends; read_log orders by arrival (seq)
+    records = read_log(log)
+    assert [(r["seq"], r["status"], r["fault"]) for r in records] == [(1, 503, "fail"), (2, 200, None)]
     assert "[fail]" in err and "stopped after 2 requests" in err
 
 
-def test_bench_writes_cold_and_warm_records(hubsim_root, tmp_path):
+def test_bench_writes_cold_and_warm_records(hubsim_root, tmp_path, capsys):
     """`bench --rtt-ms 0` runs cold then warm smoke against its own server and writes both records, each
-    pairing first_batch_s with the server's request count (warm fewer), and exits 0."""
+    pairing first_batch_s with the server's request count (warm fewer), and exits 0. The bench itself runs
+    in-process (`main(argv)`; its smoke runs are sealed subprocesses, as always)."""
     out = tmp_path / "bench.json"
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tests.hubsim", "bench", "--root", str(hubsim_root), "--rtt-ms", "0",
-                           "--batch", "1", "--seq-len", "256", "--batches", "2", "--out", str(out)],
-                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    code = hubsim_main(["bench", "--root", str(hubsim_root), "--rtt-ms", "0", "--batch", "1", "--seq-len", "256",
+                        "--batches", "2", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == str(out)
     report = orjson.loads(out.read_bytes())
     cold, warm = report["runs"]
     assert (cold["cache"], warm["cache"]) == ("cold", "warm") and cold["ok"] and warm["ok"]

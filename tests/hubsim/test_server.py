@@ -1,12 +1,16 @@
 """The test Hub server itself, spoken to with http.client: Hub-shaped answers, Range reads, errors, faults,
 the request log and the RTT proxy. Fast (no Hub client imported); the client-level tests are in
-test_hub_smoke.py and test_hub_clients.py."""
+tests/measure/test_hub_smoke.py and tests/hubsim/test_clients.py.
+
+Every request here is sent after the previous answer came back, so the log's arrival order (seq) is the
+order of the calls; hub.requests() returns it once the server has logged every answer (flush)."""
 
 from __future__ import annotations
 
 import hashlib
 import http.client
 import socket
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -216,6 +220,25 @@ def test_request_log_file_mirrors_memory_with_templated_endpoints(hub):
     assert [r["endpoint"] for r in records] == ["GET /api/datasets/{repo}/revision/main",
                                                 "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet"]
     assert records[1]["range"] == "bytes=0-9" and records[1]["status"] == 206 and records[1]["bytes"] == 10
+
+
+def test_request_is_logged_in_the_log_current_at_its_arrival(hub):
+    """A request that arrives before new_log() and is answered after it lands in the old log, not the new
+    one (so a test's log never holds the previous test's requests); the log holds it once answered."""
+    hub.set_faults(delay_s=0.3)
+    old_log = hub.server.log
+    answer = {}
+    sender = threading.Thread(target=lambda: answer.update(status=request(hub.url, "GET", "/api/agent-harnesses")[0]))
+    sender.start()
+    deadline = time.monotonic() + 30
+    while hub.server.in_flight == 0 and time.monotonic() < deadline:  # the request has arrived
+        time.sleep(0.005)
+    assert hub.server.in_flight == 1
+    hub.new_log("after")
+    sender.join(timeout=30)
+    assert answer == {"status": 200}
+    assert hub.requests() == []
+    assert [(r["seq"], r["endpoint"]) for r in old_log.records()] == [(1, "GET /api/agent-harnesses")]
 
 
 def test_rtt_proxy_adds_round_trips_and_keeps_bytes(hub, hubsim_root):

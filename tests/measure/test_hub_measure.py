@@ -1,28 +1,35 @@
-"""`fwe measure` against the test Hub: a cold cache costs more requests and more time opening the source."""
+"""`fwe measure --cold --warm` against the test Hub: a cold cache costs more requests, above all while opening
+the source.
+
+No wall-clock comparison here: "cold opens slower than warm" flips under CPU load (phase times include CPU
+work that a busy machine stretches by more than the extra round trips cost), so that figure is measured by
+scripts/bench_hub_cold_warm.py (JSON under artifacts/bench/). The test checks its cause, the extra requests,
+which no load can change.
+"""
 
 from __future__ import annotations
 
 import orjson
 
-from tests.helpers import run_fwe
-
-RTT_S = 0.03  # per exchange: makes every extra round trip of the cold run visible in its phases
+from tests.helpers import invoke
 
 
-def test_cold_run_makes_more_requests_and_opens_slower_than_warm(hub, tmp_path):
-    """Both runs succeed; cold sends more HTTP requests than warm, spends longer in source_opened (handshake,
-    metadata, listing), and the client-side counts of both runs add up to the server's request log."""
-    hub.add_rtt(RTT_S)
-    proc = run_fwe("measure", "--cold", "--warm", "--source", "hub", "--tokenizer", "gpt2", "--steps", "5",
-                   "--batch", "2", "--json", "--artifacts-dir", str(tmp_path), env=hub.env(hub.new_home()),
-                   timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    summary = orjson.loads(proc.stdout)
+def test_cold_run_makes_more_requests_than_warm_above_all_while_opening_the_source(hub, tmp_path):
+    """Both runs succeed; cold sends more HTTP requests than warm in all and in source_opened (handshake,
+    metadata, listing: the README GET is cached warm), the tokenizer download falls in cold's tokenizer_ready,
+    and the client-side counts of both runs add up to the server's request log.
+
+    In-process through `invoke`: the measure parent imports no Hub client (each run is a fresh, sealed child
+    that inherits the client environment), so nothing global to this process is touched."""
+    result = invoke("measure", "--cold", "--warm", "--source", "hub", "--tokenizer", "gpt2", "--steps", "2",
+                    "--batch", "2", "--json", "--artifacts-dir", str(tmp_path), env=hub.env(hub.new_home()))
+    assert result.exit_code == 0, result.stderr
+    summary = orjson.loads(result.stdout)
     cold, warm = summary["runs"]
     assert (cold["kind"], warm["kind"]) == ("cold", "warm")
     assert cold["error"] is None and warm["error"] is None
     assert cold["requests"] > warm["requests"] > 0
-    assert cold["phases"]["source_opened"] > warm["phases"]["source_opened"]
+    assert cold["requests_by_phase"]["source_opened"] > warm["requests_by_phase"]["source_opened"] > 0
     assert cold["requests_by_phase"]["tokenizer_ready"] >= 1  # tokenizer.json downloaded cold
     assert cold["requests"] + warm["requests"] == len(hub.requests())
     on_disk = orjson.loads(open(summary["artifact"], "rb").read())

@@ -1,11 +1,24 @@
 """`fwe smoke --source hub --tokenizer gpt2` against the test Hub server, through the unmodified clients.
 
-Every run is a subprocess sealed onto 127.0.0.1 (see tests/hubsim/fixtures.py); each test also checks
-that no client tried to leave. The cold and warm runs are made once for the module and shared.
+Every run is a subprocess sealed onto 127.0.0.1 (see tests/hubsim/fixtures.py); each test also checks that no
+client tried to leave. Subprocesses, not `invoke`: huggingface_hub reads HF_ENDPOINT once, at import (the runs
+here use different endpoints: server, RTT proxy, other servers), the seal is a sitecustomize installed at
+interpreter start, and smoke ends a process whose producer is stuck with os._exit (the stalled cases).
+
+The module's runs are made once and shared (`runs`): the two stalled runs and the faulty run start first, in
+the background, each on its own server (own faults, own request log); once both stalled runs have reached
+their stalled request (an event from the server's log), the clean cold and warm runs go through a 50 ms RTT
+proxy in the foreground. The stalled runs' --timeout wait and the faulty run's retry waits overlap the rest.
+
+No wall-clock comparison between runs: cold/warm timing figures come from `python -m tests.hubsim bench` and
+scripts/bench_hub_cold_warm.py. The time bounds left are generous (a hang, not a slow machine, breaks them),
+or lower bounds that added round trips guarantee.
 """
 
 from __future__ import annotations
 
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -15,9 +28,19 @@ import pytest
 
 from tests.helpers import run_fwe
 from tests.hubsim.fixtures import HubRun
+from tests.hubsim.server import HubServer
 
-SMOKE_TIMEOUT_S = 60.0  # generous: a loaded 2-core box takes ~3-5 s per run
-STALL_TIMEOUT_S = 5.0
+SMOKE_TIMEOUT_S = 120.0  # a bound, not an expectation: a loaded 2-core box takes ~3-8 s per run
+STALL_TIMEOUT_S = 15.0  # --timeout of the stalled runs; their stalled request is reached after ~1-4 s even
+# with a CPU hog on one core (the fixture waits for it before loading the machine with other runs)
+EXIT_SLACK_S = 20.0  # a stalled run ends by itself within --timeout + this; a hang would last until the
+# client's read timeout (CLIENT_READ_TIMEOUT_S) or until run_fwe kills it
+CLIENT_READ_TIMEOUT_S = 600  # huggingface_hub's read timeout in the stalled runs (default 10 s): the client
+# must not give up on the stalled request (and re-send it) before fwe's own deadline
+RTT_S = 0.05  # the cold and warm runs go through an RTT proxy: every request before the data costs >= 1 RTT
+HANDSHAKE_RTTS = 2
+STALLS = {"file-listing": (r"/tree/", "opening source (Hub handshake, metadata and file listing"),
+          "data-read": (r"range=bytes=4-", "reading first document")}
 
 # What the clients call on a cold cache (huggingface_hub 2.4, datasets 5.2, telemetry off), in order.
 # A client upgrade that changes this list fails test_cold_endpoint_list_is_pinned: update it knowingly.
@@ -38,16 +61,54 @@ COLD_ENDPOINTS = [
 ]
 
 
-def smoke(hub: HubRun, home: Path, workdir: Path, name: str, timeout: float = SMOKE_TIMEOUT_S):
-    """Run fwe smoke against `hub` with HF_HOME `home`; returns (process, result dict or None, seconds)."""
-    args = ["smoke", "--source", "hub", "--tokenizer", "gpt2", "--json", "--batches", "3", "--batch", "2",
+def smoke_args(workdir: Path, name: str, timeout: float) -> list[str]:
+    return ["smoke", "--source", "hub", "--tokenizer", "gpt2", "--json", "--batches", "3", "--batch", "2",
             "--seq-len", "1024", "--timeout", f"{timeout:g}", "--artifacts-dir", str(workdir / f"artifacts_{name}"),
             "--save-batches", str(workdir / f"{name}.npz")]
-    started = time.monotonic()
-    proc = run_fwe(*args, env=hub.env(home), timeout=timeout + 60)
-    elapsed = time.monotonic() - started
-    result = orjson.loads(proc.stdout) if proc.stdout.strip() else None
-    return proc, result, elapsed
+
+
+class Smoke:
+    """One `fwe smoke` subprocess: started now (in a thread when background=True), `finish()` waits for it.
+    proc (CompletedProcess, or None if run_fwe's kill timeout hit: `error`), result (its JSON) and elapsed
+    (process wall time) are set by finish()."""
+
+    def __init__(self, run: HubRun, name: str, timeout: float = SMOKE_TIMEOUT_S, extra_env: dict | None = None,
+                 home: Path | None = None, background: bool = False):
+        self.run, self.name, self.timeout = run, name, timeout
+        self.batches_path = run.workdir / f"{name}.npz"
+        self.env = dict(run.env(home or run.new_home()), **(extra_env or {}))
+        self.proc: subprocess.CompletedProcess | None = None
+        self.error: BaseException | None = None
+        self.elapsed: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"smoke-{name}", daemon=True)
+        if background:
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            self.proc = run_fwe(*smoke_args(self.run.workdir, self.name, self.timeout), env=self.env,
+                                timeout=self.timeout + 60)
+        except subprocess.TimeoutExpired as exc:  # kept and reported by the test that reads this run
+            self.error = exc
+        self.elapsed = time.monotonic() - started
+
+    def wait(self) -> None:
+        """Wait for a background run to end (run_fwe kills it after timeout + 60 s, so this returns)."""
+        if self._thread.ident is not None:
+            self._thread.join(self.timeout + 90)
+
+    def finish(self) -> "Smoke":
+        """Wait for the run; it must have ended by itself (not killed by run_fwe's timeout)."""
+        self.wait()
+        assert self.error is None and self.proc is not None, f"fwe smoke {self.name} did not end: {self.error}"
+        return self
+
+    @property
+    def result(self) -> dict | None:
+        return orjson.loads(self.proc.stdout) if self.proc.stdout.strip() else None
 
 
 def batches(path: Path) -> np.ndarray:
@@ -55,115 +116,153 @@ def batches(path: Path) -> np.ndarray:
         return saved["batches"]
 
 
-class ColdWarm:
-    def __init__(self, hub: HubRun, workdir: Path):
-        home = hub.new_home()
-        hub.new_log("cold")
-        self.cold_proc, self.cold, _ = smoke(hub, home, workdir, "cold")
-        self.cold_requests = hub.requests()
-        hub.new_log("warm")
-        self.warm_proc, self.warm, _ = smoke(hub, home, workdir, "warm")
-        self.warm_requests = hub.requests()
-        self.cold_batches = workdir / "cold.npz"
-        self.warm_batches = workdir / "warm.npz"
-        self.violations = hub.violations()
+class OwnServer:
+    """A second HubServer on the session's repos, for a background run whose faults and log are its own;
+    `stalled` is set when the server logs a stalled request."""
+
+    def __init__(self, root: Path, workdir: Path, **faults):
+        self.stalled = threading.Event()
+        self.server = HubServer(root, on_request=lambda r: self.stalled.set() if r["fault"] == "stall" else None)
+        self.server.start()
+        self.run = HubRun(self.server, workdir)
+        self.run.set_faults(**faults)
+
+    def close(self) -> None:
+        self.run.close()
+        self.server.stop()
+
+
+class Runs:
+    """The module's fwe smoke runs (see the module docstring)."""
+
+    def __init__(self, hubsim_root: Path, hubsim_server: HubServer, workdir: Path):
+        self.servers: dict[str, OwnServer] = {}
+        self.stalled: dict[str, Smoke] = {}
+        for case, (match, _) in STALLS.items():
+            own = self.servers[case] = OwnServer(hubsim_root, workdir / f"stall-{case}", stall_match=match)
+            self.stalled[case] = Smoke(own.run, "stalled", timeout=STALL_TIMEOUT_S, background=True,
+                                       extra_env={"HF_HUB_DOWNLOAD_TIMEOUT": str(CLIENT_READ_TIMEOUT_S),
+                                                  "HF_HUB_ETAG_TIMEOUT": str(CLIENT_READ_TIMEOUT_S)})
+        # a condition, not a sleep: each stalled run has sent its stalled request (bounded by its own timeout)
+        self.stall_reached = {case: self.servers[case].stalled.wait(STALL_TIMEOUT_S) for case in STALLS}
+        faulty = self.servers["faulty"] = OwnServer(
+            hubsim_root, workdir / "faulty", fail_count=2, fail_status=503, fail_distinct=True,
+            fail_match=r"^GET \S+/README\.md$|range=bytes=4-", drop_after_bytes=100, drop_count=1,
+            drop_match=r"/revision/")
+        self.faulty = Smoke(faulty.run, "faulty", background=True)
+        self.clean = HubRun(hubsim_server, workdir / "clean")
+        self.proxy = self.clean.add_rtt(RTT_S, handshake_rtts=HANDSHAKE_RTTS)
+        home = self.clean.new_home()
+        self.clean.new_log("cold")
+        self.cold = Smoke(self.clean, "cold", home=home)
+        self.cold_requests = self.clean.requests()
+        self.cold_connections = self.proxy.connections
+        self.clean.new_log("warm")
+        self.warm = Smoke(self.clean, "warm", home=home)
+        self.warm_requests = self.clean.requests()
+        self.clean_violations = self.clean.violations()
+
+    def close(self) -> None:
+        for run in [*self.stalled.values(), self.faulty]:
+            run.wait()
+        self.clean.close()
+        for own in self.servers.values():
+            own.close()
 
 
 @pytest.fixture(scope="module")
-def cold_warm(hubsim_server, tmp_path_factory) -> ColdWarm:
-    workdir = tmp_path_factory.mktemp("cold_warm")
-    run = HubRun(hubsim_server, workdir)
-    try:
-        return ColdWarm(run, workdir)
-    finally:
-        run.close()
+def runs(hubsim_root, hubsim_server, tmp_path_factory):
+    made = Runs(hubsim_root, hubsim_server, tmp_path_factory.mktemp("hub_smoke"))
+    yield made
+    made.close()
 
 
-def test_cold_smoke_streams_from_the_server(cold_warm):
+def test_cold_smoke_streams_from_the_server(runs):
     """A cold HF_HOME: tokenizer and dataset come from the server, all checks pass, exit 0."""
-    assert cold_warm.cold_proc.returncode == 0, cold_warm.cold_proc.stderr
-    result = cold_warm.cold
+    cold = runs.cold.finish()
+    assert cold.proc.returncode == 0, cold.proc.stderr
+    result = cold.result
     assert result["ok"] is True and result["error"] is None
     assert result["source"] == {"kind": "hub", "dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT",
                                 "split": "train"}
     assert result["tokenizer"]["vocab_size"] == 50257 and result["tokenizer"]["eos_id"] == 50256
     assert result["batches"] == 3 and result["shape"] == [2, 1024]
     assert isinstance(result["first_batch_s"], float) and result["first_batch_s"] > 0
-    parquet = [r for r in cold_warm.cold_requests if r["path"].endswith(".parquet")]
+    parquet = [r for r in runs.cold_requests if r["path"].endswith(".parquet")]
     assert parquet and all(r["status"] == 206 and r["range"] for r in parquet), "data came as Range reads"
-    assert cold_warm.violations == []
+    assert runs.clean_violations == []
 
 
-def test_warm_run_makes_fewer_requests_and_identical_batches(cold_warm):
+def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
     """Warm (same HF_HOME): cached tokenizer and card cut requests; the batches are bit-identical."""
-    assert cold_warm.warm_proc.returncode == 0, cold_warm.warm_proc.stderr
-    cold, warm = cold_warm.cold_requests, cold_warm.warm_requests
-    assert 0 < len(warm) < len(cold)
-    assert "GET /{repo}/resolve/main/tokenizer.json" not in [r["endpoint"] for r in warm]
-    cold_arr, warm_arr = batches(cold_warm.cold_batches), batches(cold_warm.warm_batches)
+    warm = runs.warm.finish()
+    assert warm.proc.returncode == 0, warm.proc.stderr
+    cold, warm_requests = runs.cold_requests, runs.warm_requests
+    assert 0 < len(warm_requests) < len(cold)
+    assert "GET /{repo}/resolve/main/tokenizer.json" not in [r["endpoint"] for r in warm_requests]
+    cold_arr, warm_arr = batches(runs.cold.batches_path), batches(warm.batches_path)
     assert cold_arr.shape == (3, 2, 1024)
     assert np.array_equal(cold_arr, warm_arr)
-    assert cold_warm.violations == []
+    assert runs.clean_violations == []
 
 
-def test_cold_endpoint_list_is_pinned(cold_warm):
-    """The cold request sequence is exactly COLD_ENDPOINTS: a client upgrade that changes it is noticed."""
-    seen = [r["endpoint"].split(" range=")[0] for r in cold_warm.cold_requests]
+def test_cold_endpoint_list_is_pinned(runs):
+    """The cold request sequence is exactly COLD_ENDPOINTS: a client upgrade that changes it is noticed. (The
+    client sends one request after the other, so the server's arrival order is the client's order.)"""
+    seen = [r["endpoint"].split(" range=")[0] for r in runs.cold_requests]
     assert seen == COLD_ENDPOINTS
-    assert all(r["status"] in (200, 206, 404) for r in cold_warm.cold_requests)
-    probes = [r for r in cold_warm.cold_requests if r["status"] == 404]
+    assert all(r["status"] in (200, 206, 404) for r in runs.cold_requests)
+    probes = [r for r in runs.cold_requests if r["status"] == 404]
     assert {r["path"].rsplit("/", 1)[1] for r in probes} == {"fineweb-edu.py", ".huggingface.yaml",
                                                                "dataset_infos.json"}
 
 
-def test_transient_503s_and_a_dropped_connection_give_the_same_batches(hub, tmp_path, cold_warm):
-    """2 x 503 (README GET: retried by fwe; parquet data read: retried by the client) and a cut revision
-    answer (retried by fwe) cost time, not data: the batches equal the clean cold run's."""
-    hub.set_faults(fail_count=2, fail_status=503, fail_distinct=True,
-                   fail_match=r"^GET \S+/README\.md$|range=bytes=4-",
-                   drop_after_bytes=100, drop_count=1, drop_match=r"/revision/")
-    proc, result, _ = smoke(hub, hub.new_home(), tmp_path, "faulty")
-    assert proc.returncode == 0, proc.stderr
-    dealt = [(r["endpoint"].split(" ")[1].rsplit("/", 1)[-1], r["fault"]) for r in hub.requests() if r["fault"]]
-    assert sorted(f for _, f in dealt) == ["drop", "fail", "fail"], dealt
-    assert result["ok"] is True
-    assert np.array_equal(batches(tmp_path / "faulty.npz"), batches(cold_warm.cold_batches))
-    assert hub.violations() == []
-
-
-@pytest.mark.parametrize("stall_match, stage", [
-    (r"/tree/", "opening source (Hub handshake, metadata and file listing"),
-    (r"range=bytes=4-", "reading first document"),
-], ids=["file-listing", "data-read"])
-def test_stalled_server_times_out_naming_the_step(hub, tmp_path, stall_match, stage):
-    """A request that is never answered: exit code 3 within timeout + 2 s, error.stage names the step."""
-    hub.set_faults(stall_match=stall_match)
-    proc, result, elapsed = smoke(hub, hub.new_home(), tmp_path, "stalled", timeout=STALL_TIMEOUT_S)
-    assert proc.returncode == 3, proc.stderr
-    assert elapsed <= STALL_TIMEOUT_S + 2.0
-    assert result["ok"] is False and result["error"]["type"] == "LoaderTimeout"
-    assert result["error"]["stage"].startswith(stage)
-    assert stage in proc.stderr
-    assert [r["fault"] for r in hub.requests()].count("stall") == 1
-    artifact = orjson.loads(Path(result["artifact"]).read_bytes())
-    assert artifact["error"]["stage"] == result["error"]["stage"]
-    assert hub.violations() == []
-
-
-def test_added_rtt_cold_first_batch_and_request_count(hub, tmp_path):
+def test_added_rtt_cold_first_batch_and_request_count(runs):
     """50 ms RTT, cold cache: the artifact records first_batch_s and the number of requests (equal to the
     server log's); every request before the data costs at least one RTT, so first_batch_s >= (those +
-    handshake RTTs) x RTT."""
-    rtt = 0.05
-    proxy = hub.add_rtt(rtt, handshake_rtts=2)
-    proc, result, _ = smoke(hub, hub.new_home(), tmp_path, "rtt")
-    assert proc.returncode == 0, proc.stderr
-    artifact = orjson.loads(Path(result["artifact"]).read_bytes())
-    requests = hub.requests()
+    handshake RTTs) x RTT (a lower bound the proxy guarantees; load only adds to it)."""
+    cold = runs.cold.finish()
+    assert cold.proc.returncode == 0, cold.proc.stderr
+    artifact = orjson.loads(Path(cold.result["artifact"]).read_bytes())
+    requests = runs.cold_requests
     assert len(requests) == len(COLD_ENDPOINTS)
     assert artifact["requests"] == len(requests)
-    assert proxy.connections >= 1
-    assert len({r["conn"] for r in requests}) == proxy.connections, "every request came through the proxy"
+    assert runs.cold_connections >= 1
+    assert len({r["conn"] for r in requests}) == runs.cold_connections, "every request came through the proxy"
     before_data = sum(1 for r in requests if not r["path"].endswith(".parquet")) + 1
-    assert artifact["first_batch_s"] >= (before_data + 2) * rtt
-    assert hub.violations() == []
+    assert artifact["first_batch_s"] >= (before_data + HANDSHAKE_RTTS) * RTT_S
+    assert runs.clean_violations == []
+
+
+def test_transient_503s_and_a_dropped_connection_give_the_same_batches(runs):
+    """2 x 503 (README GET: retried by fwe; parquet data read: retried by the client) and a cut revision
+    answer (retried by fwe) cost time, not data: the batches equal the clean cold run's."""
+    faulty = runs.faulty.finish()
+    own = runs.servers["faulty"].run
+    assert faulty.proc.returncode == 0, faulty.proc.stderr
+    dealt = [(r["endpoint"].split(" ")[1].rsplit("/", 1)[-1], r["fault"]) for r in own.requests() if r["fault"]]
+    assert sorted(f for _, f in dealt) == ["drop", "fail", "fail"], dealt
+    assert faulty.result["ok"] is True
+    assert np.array_equal(batches(faulty.batches_path), batches(runs.cold.finish().batches_path))
+    assert own.violations() == []
+
+
+@pytest.mark.parametrize("case", list(STALLS), ids=list(STALLS))
+def test_stalled_server_times_out_naming_the_step(runs, case):
+    """A request that is never answered: the run reaches it, then exits by itself with code 3 (well within
+    --timeout + EXIT_SLACK_S: no hang), error.type LoaderTimeout and error.stage naming the step, in the JSON,
+    on stderr and in the artifact; exactly one request stalled (the client did not give up and re-send)."""
+    _, stage = STALLS[case]
+    assert runs.stall_reached[case], f"the stalled request was not reached within {STALL_TIMEOUT_S:g} s"
+    stalled = runs.stalled[case].finish()
+    own = runs.servers[case].run
+    assert stalled.proc.returncode == 3, stalled.proc.stderr
+    assert stalled.elapsed <= STALL_TIMEOUT_S + EXIT_SLACK_S
+    result = stalled.result
+    assert result["ok"] is False and result["error"]["type"] == "LoaderTimeout", result["error"]
+    assert result["error"]["stage"].startswith(stage)
+    assert stage in stalled.proc.stderr
+    assert [r["fault"] for r in own.requests()].count("stall") == 1
+    artifact = orjson.loads(Path(result["artifact"]).read_bytes())
+    assert artifact["error"]["stage"] == result["error"]["stage"]
+    assert own.violations() == []

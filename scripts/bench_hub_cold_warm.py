@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Benchmark: `fwe measure --cold --warm --source hub` against the test Hub (tests/hubsim) at added RTTs.
+
+The timing claim that used to be a test (tests/measure/test_hub_measure.py asserted, by wall clock, that the
+cold run spends longer in source_opened than the warm run) lives here: a wall-clock comparison flips under CPU
+load, so it is a figure, not a pass/fail. The tests keep the cause, which is deterministic: the cold run sends
+more requests while opening the source. Per RTT this writes both runs' phases, first_batch_s and request
+counts (total and per phase), the cold - warm differences, and `cold_opens_slower` (source_opened cold > warm).
+Compare runs made on the same machine only.
+
+    python scripts/bench_hub_cold_warm.py [--rtt-ms 0,30,100] [--repeats 3] [--root /tmp/hub] [--out artifacts/bench]
+
+Without --root, small repos (3 MB, 2 shards, as the tests use) are built in a temporary folder first.
+Writes artifacts/bench/hub_cold_warm_<UTC stamp>.json and prints its path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import orjson  # noqa: E402
+
+from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
+from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
+from tests.hubsim.clientenv import client_env  # noqa: E402
+from tests.hubsim.proxy import RttProxy  # noqa: E402
+from tests.hubsim.repos import BuildSpec, build_repos  # noqa: E402
+from tests.hubsim.server import HubServer  # noqa: E402
+
+
+def measure_once(endpoint: str, workdir: Path, name: str, steps: int) -> dict:
+    """One `fwe measure --cold --warm` (fresh HF_HOME) against `endpoint`; its JSON summary."""
+    home = workdir / f"hf_home_{name}"
+    home.mkdir()
+    env = dict(os.environ)
+    env.update(client_env(endpoint, home, workdir / "violations.jsonl"))
+    proc = subprocess.run([sys.executable, "-m", "fwe_cli", "measure", "--cold", "--warm", "--source", "hub",
+                           "--tokenizer", "gpt2", "--steps", str(steps), "--batch", "2", "--json",
+                           "--artifacts-dir", str(workdir / f"artifacts_{name}")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fwe measure failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return orjson.loads(proc.stdout)
+
+
+def summarise(rtt_ms: float, summaries: list[dict]) -> dict:
+    pairs = [(s["runs"][0], s["runs"][1]) for s in summaries]
+    opened = [(c["phases"]["source_opened"], w["phases"]["source_opened"]) for c, w in pairs]
+    first = [(c["first_batch_s"], w["first_batch_s"]) for c, w in pairs]
+    return {
+        "rtt_ms": rtt_ms,
+        "repeats": len(pairs),
+        "cold_source_opened_s": [c for c, _ in opened], "warm_source_opened_s": [w for _, w in opened],
+        "source_opened_cold_minus_warm_s_median": round(statistics.median(c - w for c, w in opened), 6),
+        "first_batch_cold_minus_warm_s_median": round(statistics.median(c - w for c, w in first), 6),
+        "cold_opens_slower": [c > w for c, w in opened],
+        "requests": [{"cold": c["requests"], "warm": w["requests"],
+                      "cold_source_opened": c["requests_by_phase"]["source_opened"],
+                      "warm_source_opened": w["requests_by_phase"]["source_opened"]} for c, w in pairs],
+        "runs": [s["runs"] for s in summaries],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rtt-ms", default="0,30,100", help="Comma-separated added RTTs in ms (default 0,30,100).")
+    parser.add_argument("--repeats", type=int, default=3, help="fwe measure --cold --warm runs per RTT (default 3).")
+    parser.add_argument("--steps", type=int, default=5, help="fwe measure --steps (default 5).")
+    parser.add_argument("--root", default=None, help="Repos built by `python -m tests.hubsim build` (default: build).")
+    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench"))
+    args = parser.parse_args()
+    rtts = [float(x) for x in args.rtt_ms.split(",") if x.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-hub-cold-warm-") as tmp:
+        workdir = Path(tmp)
+        root = args.root
+        if root is None:
+            root = str(workdir / "hub")
+            build_repos(root, BuildSpec())
+        results = []
+        with HubServer(root) as hub:
+            for rtt_ms in rtts:
+                proxy = RttProxy(("127.0.0.1", hub.port), rtt_ms / 1000).start() if rtt_ms else None
+                try:
+                    summaries = [measure_once(proxy.url if proxy else hub.url, workdir, f"rtt{rtt_ms:g}_{i}",
+                                              args.steps) for i in range(args.repeats)]
+                finally:
+                    if proxy is not None:
+                        proxy.stop()
+                results.append(summarise(rtt_ms, summaries))
+                print(f"rtt {rtt_ms:g} ms: source_opened cold - warm (median) = "
+                      f"{results[-1]['source_opened_cold_minus_warm_s_median']:.3f} s, cold slower in "
+                      f"{sum(results[-1]['cold_opens_slower'])}/{args.repeats}", file=sys.stderr)
+        violations = workdir / "violations.jsonl"
+        sealed = violations.read_text().splitlines() if violations.exists() else []
+    report = {"kind": "hub_cold_warm_bench", "claim": "cold source_opened > warm source_opened (wall clock)",
+              "root": args.root, "results": results, "sealed_violations": sealed, "host": host_facts(),
+              "versions": package_versions()}
+    print(write_json(os.path.join(args.out, f"hub_cold_warm_{utc_stamp()}.json"), report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
