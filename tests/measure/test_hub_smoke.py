@@ -184,7 +184,7 @@ def test_cold_smoke_streams_from_the_server(runs):
     result = cold.result
     assert result["ok"] is True and result["error"] is None
     assert result["source"] == {"kind": "hub", "dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT",
-                                "split": "train"}
+                                "split": "train", "bad_records": {"count": 0, "examples": []}}
     assert result["tokenizer"]["vocab_size"] == 50257 and result["tokenizer"]["eos_id"] == 50256
     assert result["batches"] == 3 and result["shape"] == [2, 1024]
     assert isinstance(result["first_batch_s"], float) and result["first_batch_s"] > 0
