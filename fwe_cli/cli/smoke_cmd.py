@@ -36,8 +36,9 @@ WATCHDOG_GRACE_S = 2.0
 
 class Watchdog:
     """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
-    the main thread). The loader's deadline owns the time limit; this timer follows it (`arm` at every deadline
-    `run_smoke` reports, including the new one a fallback gets) and fires only WATCHDOG_GRACE_S after it. Firing
+    the main thread). The loader's deadline owns the time limit; this timer follows the latest moment a working
+    loader returns by (`arm`, each time `run_smoke` reports it: room for a fallback included, then the new limit a
+    fallback gets) and fires only WATCHDOG_GRACE_S after it. Firing
     writes the artifact, prints the one result object with --json, and ends the process with the timeout code."""
 
     def __init__(self, artifact: str, base: dict, json_out: bool):
@@ -45,14 +46,14 @@ class Watchdog:
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
 
-    def arm(self, deadline: float, fallback: dict | None = None) -> None:
-        """(Re)start the timer for `deadline` (a time.perf_counter value) plus the grace."""
+    def arm(self, latest: float, fallback: dict | None = None) -> None:
+        """(Re)start the timer for `latest` (a time.perf_counter value) plus the grace."""
         if fallback is not None:
             self.base["fallback"] = fallback
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = threading.Timer(max(0.0, deadline - time.perf_counter()) + WATCHDOG_GRACE_S, self._fire)
+            self._timer = threading.Timer(max(0.0, latest - time.perf_counter()) + WATCHDOG_GRACE_S, self._fire)
             self._timer.daemon = True
             self._timer.start()
 

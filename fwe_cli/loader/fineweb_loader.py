@@ -22,21 +22,21 @@ from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
 
+# A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
+# limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
+FALLBACK_JOIN_S = 1.0
 ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbeat lines
 
 
 class FineWebLoader:
-    def __init__(self, config: LoaderConfig, heartbeat: Heartbeat | None = None):
-        """`heartbeat`: where events go (`fwe smoke` passes one that watches for the fallback); the caller closes it.
-        Default: a Heartbeat for config.heartbeat_dir and rank, closed with the loader."""
+    def __init__(self, config: LoaderConfig):
         if config.as_torch:
             try:
                 import torch  # noqa: F401
             except ImportError:
                 raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
         self.config = config
-        self.heartbeat = heartbeat if heartbeat is not None else Heartbeat(config.heartbeat_dir, config.rank)
-        self._owns_heartbeat = heartbeat is None
+        self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
@@ -69,8 +69,7 @@ class FineWebLoader:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
-        if self._owns_heartbeat:
-            self.heartbeat.close()
+        self.heartbeat.close()
 
     def __enter__(self) -> "FineWebLoader":
         return self
@@ -168,7 +167,7 @@ class FineWebLoader:
         old = self.config
         tokenizer = self.pipeline.tokenizer.name if self.pipeline.tokenizer is not None else "byte"
         if self._prefetcher is not None:
-            self._prefetcher.close(timeout=1.0)
+            self._prefetcher.close(timeout=FALLBACK_JOIN_S)
         self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",
                          "tokenizer": tokenizer}
         self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None))

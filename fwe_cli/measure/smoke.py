@@ -15,12 +15,9 @@ from fwe_cli.artifacts import error_record, provenance, utc_iso
 from fwe_cli.errors import FweError, LoaderTimeout
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
-from fwe_cli.loader.fineweb_loader import FineWebLoader
-from fwe_cli.loader.telemetry import Heartbeat
+from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S, FineWebLoader
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
-FALLBACK_EVENT = "fineweb_loader_fallback"  # the heartbeat line the loader emits as it starts its fallback
-FALLBACK_SWITCH_S = 1.0  # the loader waits up to this long for the failed producer before the synthetic one starts
 
 
 def check_batches(batches: list[np.ndarray], config: LoaderConfig, vocab_size: int, eos_id: int) -> list[dict]:
@@ -52,38 +49,33 @@ def _as_numpy(batch) -> np.ndarray:
 class Deadline:
     """The smoke's one time limit (config.loader_timeout), on the perf_counter clock.
 
-    It restarts once when the loader falls back to synthetic data: the fallback gets the same time as the real
-    source had, plus the loader's wait for the failed producer. Every change is reported to `on_change`, so a
-    caller's last-resort watchdog can follow it."""
+    The loader keeps it itself: `next_batch(timeout=remaining)` raises when it passes. With synthetic_on_fail the
+    loader may spend the timeout on the real source, FALLBACK_JOIN_S on stopping it and the timeout again on the
+    fallback's first batch, so the latest moment a working loader returns (`on_change`'s first argument, what a
+    last-resort watchdog follows) includes that room until a fallback is seen. A seen fallback restarts the limit
+    for the remaining batches."""
 
-    def __init__(self, seconds: float, on_change: Callable[[float, dict | None], None] | None = None):
+    def __init__(self, seconds: float, fallback_allowed: bool = False,
+                 on_change: Callable[[float, dict | None], None] | None = None):
         self.seconds = seconds
-        self._on_change = on_change or (lambda at, fallback: None)
+        self.fallback: dict | None = None
+        self._on_change = on_change or (lambda latest, fallback: None)
+        self._room = FALLBACK_JOIN_S + seconds if fallback_allowed else 0.0
         self.at = 0.0
-        self._move(time.perf_counter() + seconds, None)
+        self._move(time.perf_counter() + seconds)
 
-    def _move(self, at: float, fallback: dict | None) -> None:
+    def _move(self, at: float) -> None:
         self.at = at
-        self._on_change(at, fallback)
+        self._on_change(at + self._room, self.fallback)
 
     def remaining(self) -> float:
         return self.at - time.perf_counter()
 
-    def fallback_started(self, fallback: dict) -> None:
-        self._move(time.perf_counter() + FALLBACK_SWITCH_S + self.seconds, fallback)
-
-
-class _FallbackAwareHeartbeat(Heartbeat):
-    """The loader's heartbeat, which also tells the deadline the moment the loader starts its fallback."""
-
-    def __init__(self, config: LoaderConfig, deadline: Deadline):
-        super().__init__(config.heartbeat_dir, config.rank)
-        self._deadline = deadline
-
-    def emit(self, msg: str, step: int | None = None, **fields) -> None:
-        super().emit(msg, step, **fields)
-        if msg == FALLBACK_EVENT:
-            self._deadline.fallback_started({"reason": fields.get("reason"), "from_source": fields.get("source_from")})
+    def fallback_seen(self, fallback: dict) -> None:
+        """The loader has fallen back: from now on the remaining batches have `seconds` (once)."""
+        if self.fallback is None:
+            self.fallback, self._room = fallback, 0.0
+            self._move(time.perf_counter() + self.seconds)
 
 
 def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.ndarray]:
@@ -100,6 +92,8 @@ def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.nd
             pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
         except StopIteration:
             break
+        if loader.fallback is not None:
+            deadline.fallback_seen(loader.fallback)
     return pulled
 
 
@@ -107,13 +101,13 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
               on_deadline: Callable[[float, dict | None], None] | None = None) -> tuple[dict, Exception | None]:
     """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise.
 
-    `on_deadline(at, fallback)` hears the deadline (perf_counter time) when it is set and when a fallback moves it."""
+    `on_deadline(latest, fallback)` hears when the loader must have returned at the latest (perf_counter time), when
+    the deadline is set and when a fallback moves it."""
     started = utc_iso()
-    deadline = Deadline(config.loader_timeout, on_deadline)
+    deadline = Deadline(config.loader_timeout, config.synthetic_on_fail, on_deadline)
     counting = uses_hub(config.source, config.tokenizer) and start_counting()
     requests_before = len(request_times())
-    heartbeat = _FallbackAwareHeartbeat(config, deadline)
-    loader = FineWebLoader(config, heartbeat=heartbeat)
+    loader = FineWebLoader(config)
     pulled: list[np.ndarray] = []
     error: Exception | None = None
     try:
@@ -123,7 +117,6 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     finally:
         elapsed = time.perf_counter() - loader.created
         loader.close(join_timeout=0.5 if error else 2.0)
-        heartbeat.close()
     result = _result(config, loader.stats(), pulled, error, elapsed)
     result.update({
         "requests": len(request_times()) - requests_before if counting else None,

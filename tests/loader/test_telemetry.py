@@ -4,7 +4,6 @@ import orjson
 import pytest
 
 from fwe_cli.loader import FineWebLoader, SourceError, resolve_config
-from fwe_cli.loader.telemetry import Heartbeat
 
 BASE_KEYS = {"ts", "iso", "pid", "rank", "step", "msg"}
 
@@ -60,15 +59,3 @@ def test_loader_error_event_is_written(tmp_path):
     errors = [l for l in read_lines(tmp_path / "heartbeat_rank0.jsonl") if l["msg"] == "fineweb_loader_error"]
     assert len(errors) == 1 and "nope.jsonl" in errors[0]["error"]
 
-
-def test_a_heartbeat_given_to_the_loader_gets_its_events_and_stays_open(tmp_path):
-    """A caller's Heartbeat receives the loader's events and is left open by close(): the caller owns it."""
-    heartbeat = Heartbeat(str(tmp_path), rank=1)
-    cfg = resolve_config(env={}, source="synthetic", seq_len=64, heartbeat_dir=str(tmp_path / "unused"))
-    with FineWebLoader(cfg, heartbeat=heartbeat) as loader:
-        next(loader)
-    heartbeat.emit("after_close", step=1)
-    heartbeat.close()
-    msgs = [line["msg"] for line in read_lines(tmp_path / "heartbeat_rank1.jsonl")]
-    assert msgs[0] == "fineweb_loader_ready" and msgs[-1] == "after_close"
-    assert not (tmp_path / "unused").exists()
