@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import orjson
@@ -125,21 +124,10 @@ def write_manifest(layout: Layout, manifest: dict | bytes, before_rename: Callab
     fsync_dir(layout.directory)
 
 
-def _read_manifest_json(layout: Layout) -> dict:
-    """The manifest's JSON, parsed by the loader's reader (SourceError, its OSError or JSONDecodeError as cause)."""
-    if not layout.single:
-        return read_manifest(layout.directory)
-    # The loader's reader takes a directory for now; the sidecar of a single file is read the same way here.
-    try:
-        return orjson.loads(Path(layout.manifest_path).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise SourceError(f"cannot read bootstrap manifest {layout.manifest_path}: {exc}") from exc
-
-
 def load_manifest(layout: Layout) -> dict | None:
     """The manifest, None when there is none; OutputError when it cannot be read or is not a bootstrap's."""
     try:
-        manifest = _read_manifest_json(layout)
+        manifest = read_manifest(layout.manifest_path)  # SourceError, its OSError or JSONDecodeError as cause
     except SourceError as exc:
         cause = exc.__cause__
         if isinstance(cause, FileNotFoundError):
