@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up ./.venv (idempotent) and run the whole test suite; extra arguments go to pytest.
-#   bash scripts/test.sh            # everything (~3-5 min on 2 cores)
+#   bash scripts/test.sh            # everything (about 2 min on 2 cores)
 #   bash scripts/test.sh -k smoke   # a subset
 set -euo pipefail
 cd "$(dirname "$0")/.."
