@@ -16,6 +16,7 @@ from fwe_cli.errors import ConfigError
 SOURCES = ("hub", "local", "synthetic")
 TOKENIZER_BACKENDS = ("auto", "tokenizers", "tiktoken")
 BAD_RECORD_POLICIES = ("skip", "error")
+HUB_READERS = ("native", "datasets")
 
 # The users' environment variables -> (config field, parser name). Read nowhere else.
 ENV_VARS: dict[str, str] = {
@@ -79,7 +80,7 @@ class LoaderConfig:
     shard: Shard = field(default_factory=Shard)
     """Which documents of the stream this loader owns."""
     source: str = "hub"
-    """Where documents come from: 'hub' (datasets streaming), 'local' (files) or 'synthetic' (built in)."""
+    """Where documents come from: 'hub' (the Hugging Face Hub), 'local' (files) or 'synthetic' (built in)."""
     local_path: str | None = None
     """For source 'local': a JSONL/TXT/parquet file, a directory or glob of them, or a bootstrap directory."""
     dataset: str = "HuggingFaceFW/fineweb-edu"
@@ -88,6 +89,14 @@ class LoaderConfig:
     """For source 'hub': the dataset config name."""
     split: str = "train"
     """For source 'hub': the split to stream."""
+    revision: str | None = None
+    """For source 'hub': a branch, tag or commit sha to read (None: main); artifacts record the commit read."""
+    hub_reader: str = "native"
+    """For source 'hub': 'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the
+    reference; same documents in the same order)."""
+    hub_cache: bool = True
+    """For the native Hub reader: keep the file listing and the first row groups read under the Hugging Face cache,
+    so a warm start needs at most one request before its first batch; False reads everything from the Hub."""
     tokenizer: str = "byte"
     """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2')."""
     tokenizer_threads: int = 0
@@ -125,6 +134,8 @@ class LoaderConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
+        if self.hub_reader not in HUB_READERS:
+            raise ConfigError(f"hub_reader must be one of {', '.join(HUB_READERS)}; got {self.hub_reader!r}")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
             raise ConfigError(f"tokenizer_backend must be one of {', '.join(TOKENIZER_BACKENDS)}; "
                               f"got {self.tokenizer_backend!r}")

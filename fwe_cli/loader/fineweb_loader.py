@@ -165,7 +165,8 @@ class FineWebLoader:
         self.heartbeat.emit("fineweb_loader_error", step=0, error=reason)
         self.heartbeat.emit("fineweb_loader_fallback", step=0, reason=reason, source_from=self.config.source)
         old = self.config
-        tokenizer = self.pipeline.tokenizer.name if self.pipeline.tokenizer is not None else "byte"
+        loaded = self.pipeline.loaded_tokenizer(timeout=FALLBACK_JOIN_S)  # the run's own, unless it failed
+        tokenizer = loaded.name if loaded is not None else "byte"
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=FALLBACK_JOIN_S)
         self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",

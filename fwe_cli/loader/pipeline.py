@@ -46,7 +46,8 @@ class Pipeline:
     def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None):
         self.config = config
         self.stage = "starting"
-        self.tokenizer: DocTokenizer | None = None  # loaded by the producer, so its cost counts in the first batch
+        self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
+        self._tokenizer_load: _TokenizerLoad | None = None
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
@@ -86,6 +87,8 @@ class Pipeline:
         while True:
             chunk = [d.text for d in islice(docs, size)]
             size = min(size * 2, self.config.doc_batch)
+            if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
+                self._await_tokenizer()
             if not chunk:
                 return
             before = self.docs
@@ -120,10 +123,20 @@ class Pipeline:
                 for future in pending:
                     future.cancel()
 
-    def __iter__(self) -> Iterator:
+    def loaded_tokenizer(self, timeout: float = 0.0) -> DocTokenizer | None:
+        """The tokenizer once loaded, waiting up to `timeout` for it; None when it failed, is late or never started."""
+        if self.tokenizer is None and self._tokenizer_load is not None:
+            return self._tokenizer_load.ready(timeout)
+        return self.tokenizer
+
+    def _await_tokenizer(self) -> None:
         self.stage = f"loading tokenizer {self.config.tokenizer!r}"
-        self.tokenizer = load_tokenizer(self.config.tokenizer, self.config.tokenizer_backend)
-        self.mark("tokenizer_ready")
+        self.tokenizer = self._tokenizer_load.result()
+
+    def __iter__(self) -> Iterator:
+        # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
+        # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
+        self._tokenizer_load = _TokenizerLoad(self.config, lambda: self.mark("tokenizer_ready"))
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
         to_output = _torch_converter() if self.config.as_torch else None
@@ -138,6 +151,35 @@ class Pipeline:
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "reading documents"
         self.stage = "finished"
+
+
+class _TokenizerLoad:
+    """load_tokenizer on a named daemon thread; `result()` waits for it and re-raises its error in the caller."""
+
+    def __init__(self, config: LoaderConfig, on_ready: Callable[[], None]):
+        self._spec, self._backend, self._on_ready = config.tokenizer, config.tokenizer_backend, on_ready
+        self._value: DocTokenizer | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fwe-tokenizer-load", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = load_tokenizer(self._spec, self._backend)
+            self._on_ready()
+        except BaseException as exc:  # noqa: BLE001 - handed to the producer, which raises it
+            self._error = exc
+
+    def result(self) -> DocTokenizer:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+    def ready(self, timeout: float) -> DocTokenizer | None:
+        """The tokenizer if it has loaded within `timeout`, else None (failed or still loading)."""
+        self._thread.join(timeout)
+        return self._value
 
 
 def _torch_converter() -> Callable[[np.ndarray], object]:

@@ -1,5 +1,5 @@
 """Hub rows reach the loader and bootstrap through one reader: a row without a string `text` is counted (skip) or
-fatal (error) for both, and good rows keep their order, ids and shard."""
+fatal (error) for both, and good rows keep their order, ids and shard, whichever Hub reader (native or datasets) the loader uses."""
 
 import pytest
 
@@ -19,21 +19,24 @@ ROWS = [
 ]
 
 
-@pytest.fixture
-def fake_hub(monkeypatch):
-    """open_hub_stream returns ROWS instead of opening a dataset (both readers open the Hub through it)."""
+@pytest.fixture(params=["datasets", "native"])
+def fake_hub(monkeypatch, request):
+    """Both Hub readers yield ROWS instead of opening a dataset (loader and bootstrap open `datasets` through
+    open_hub_stream; the native reader's rows come from DocumentStream._open_native). Returns the reader's name."""
     monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream",
                         lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
+    monkeypatch.setattr(DocumentStream, "_open_native", lambda self: iter(ROWS))
+    return request.param
 
 
-def hub_config(**kw):
-    return resolve_config(env={}, source="hub", dataset="org/ds", **kw)
+def hub_config(reader, **kw):
+    return resolve_config(env={}, source="hub", dataset="org/ds", hub_reader=reader, **kw)
 
 
 def test_loader_counts_hub_rows_without_text_and_reports_them(fake_hub):
     """skip mode: the loader yields the good rows in order, ids from the row or `{dataset}#{row index}`, and
     describe() reports each bad row with its row number and reason."""
-    stream = DocumentStream(hub_config())
+    stream = DocumentStream(hub_config(fake_hub))
     docs = list(stream)
     assert [(d.text, d.id) for d in docs] == [("zero", "a"), ("two", "org/ds#2"), ("four", "org/ds#4"),
                                               ("five", "f")]
@@ -44,12 +47,12 @@ def test_loader_counts_hub_rows_without_text_and_reports_them(fake_hub):
 def test_loader_hub_bad_row_is_fatal_in_error_mode(fake_hub):
     """error mode: the first row without a string `text` raises SourceError naming the dataset and row."""
     with pytest.raises(SourceError, match=r"^org/ds row 2: 'text' is null \(use --bad-records skip"):
-        list(DocumentStream(hub_config(bad_records="error")))
+        list(DocumentStream(hub_config(fake_hub, bad_records="error")))
 
 
 def test_loader_and_bootstrap_read_the_same_hub_shard(fake_hub):
     """Shard 1 of 2 holds the same good rows whether the loader or bootstrap reads the Hub, with the same bad count."""
-    loader = DocumentStream(hub_config(shard_mod=2, shard_rem=1))
+    loader = DocumentStream(hub_config(fake_hub, shard_mod=2, shard_rem=1))
     loader_texts = [d.text for d in loader]
     records = RecordStream(RecordSpec(kind="hub", dataset="org/ds", shard=Shard(2, 1)))
     record_texts = [record["text"] for record, _line in records]

@@ -1,5 +1,4 @@
-"""`fwe measure --cold --warm` against the test Hub: a cold cache costs more requests, above all while opening
-the source.
+"""`fwe measure --cold --warm` against the test Hub: a cold cache costs more requests before the first batch.
 
 No wall-clock comparison here: "cold opens slower than warm" flips under CPU load (phase times include CPU
 work that a busy machine stretches by more than the extra round trips cost), so that figure is measured by
@@ -15,9 +14,9 @@ from tests.helpers import invoke
 
 
 def test_cold_run_makes_more_requests_than_warm_above_all_while_opening_the_source(hub, tmp_path):
-    """Both runs succeed; cold sends more HTTP requests than warm in all and in source_opened (handshake,
-    metadata, listing: the README GET is cached warm), the tokenizer download falls in cold's tokenizer_ready,
-    and the client-side counts of both runs add up to the server's request log.
+    """Both runs succeed; cold sends more HTTP requests than warm, in all and before its first batch (tokenizer
+    download, listing and first reads; warm they come from the cache), and the client-side counts of both runs add up to the server's request log. (The tokenizer loads beside the source's
+    opening, so which of those phases a request falls in is not fixed.)
 
     In-process through `invoke`: the measure parent imports no Hub client (each run is a fresh, sealed child
     that inherits the client environment), so nothing global to this process is touched."""
@@ -29,8 +28,11 @@ def test_cold_run_makes_more_requests_than_warm_above_all_while_opening_the_sour
     assert (cold["kind"], warm["kind"]) == ("cold", "warm")
     assert cold["error"] is None and warm["error"] is None
     assert cold["requests"] > warm["requests"] > 0
-    assert cold["requests_by_phase"]["source_opened"] > warm["requests_by_phase"]["source_opened"] > 0
-    assert cold["requests_by_phase"]["tokenizer_ready"] >= 1  # tokenizer.json downloaded cold
+    for run in (cold, warm):
+        assert sum(run["requests_by_phase"].values()) <= run["requests"]
+    before_first = {run["kind"]: sum(n for phase, n in run["requests_by_phase"].items() if phase != "warmup_filled")
+                    for run in (cold, warm)}
+    assert before_first["cold"] > before_first["warm"] >= 1
     assert cold["requests"] + warm["requests"] == len(hub.requests())
     on_disk = orjson.loads(open(summary["artifact"], "rb").read())
     assert [r["requests"] for r in on_disk["runs"]] == [cold["requests"], warm["requests"]]

@@ -39,30 +39,22 @@ CLIENT_READ_TIMEOUT_S = 600  # huggingface_hub's read timeout in the stalled run
 # must not give up on the stalled request (and re-send it) before fwe's own deadline
 RTT_S = 0.05  # the cold and warm runs go through an RTT proxy: every request before the data costs >= 1 RTT
 HANDSHAKE_RTTS = 2
-STALLS = {"file-listing": (r"/tree/", "opening source (Hub handshake, metadata and file listing"),
+STALLS = {"file-listing": (r"/paths-info/", "opening source (Hub file listing"),
           "data-read": (r"range=bytes=4-", "reading first document")}
 
-# What the clients call on a cold cache (huggingface_hub 2.4, datasets 5.2, telemetry off), in order.
+# What a cold `fwe smoke` (native Hub reader, huggingface_hub 2.4, telemetry off) calls. The tokenizer loads
+# on its own thread beside the listing, so the two sequences interleave: compared as a multiset.
 # A client upgrade that changes this list fails test_cold_endpoint_list_is_pinned: update it knowingly.
-COLD_ENDPOINTS = [
-    "HEAD /{repo}/resolve/main/tokenizer.json",
-    "GET /{repo}/resolve/main/tokenizer.json",
-    "HEAD /datasets/{repo}/resolve/main/README.md",
-    "GET /datasets/{repo}/resolve/main/README.md",
-    "HEAD /datasets/{repo}/resolve/{sha}/fineweb-edu.py",
-    "GET /api/datasets/{repo}/revision/{sha}",
-    "HEAD /datasets/{repo}/resolve/{sha}/.huggingface.yaml",
-    "GET /api/datasets/{repo}/tree/{sha}/sample%2F10BT?recursive=false&expand=false",
-    "GET /api/datasets/{repo}/tree/{sha}/sample?recursive=false&expand=false",
-    "HEAD /datasets/{repo}/resolve/{sha}/dataset_infos.json",
-    "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet",  # footer (last 64 KiB)
-    "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet",  # footer again, on iteration
-    "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet",  # bytes=4-: the data, streamed
-]
+TOKENIZER_ENDPOINTS = ["HEAD /{repo}/resolve/main/tokenizer.json", "GET /{repo}/resolve/main/tokenizer.json"]
+LISTING_ENDPOINTS = ["GET /api/datasets/{repo}/revision/main", "POST /api/datasets/{repo}/paths-info/{sha}"]
+PARQUET = "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet"
+# footers of both files (read ahead), then the first row group of each: 3 batches of 2 x 1024 need only those
+COLD_ENDPOINTS = TOKENIZER_ENDPOINTS + LISTING_ENDPOINTS + [PARQUET] * 4
 
 
-def smoke_args(workdir: Path, name: str, timeout: float) -> list[str]:
-    return ["smoke", "--source", "hub", "--tokenizer", "gpt2", "--json", "--batches", "3", "--batch", "2",
+def smoke_args(workdir: Path, name: str, timeout: float, reader: str) -> list[str]:
+    return ["smoke", "--source", "hub", "--hub-reader", reader, "--tokenizer", "gpt2", "--json", "--batches", "3",
+            "--batch", "2",
             "--seq-len", "1024", "--timeout", f"{timeout:g}", "--artifacts-dir", str(workdir / f"artifacts_{name}"),
             "--save-batches", str(workdir / f"{name}.npz")]
 
@@ -73,8 +65,8 @@ class Smoke:
     (process wall time) are set by finish()."""
 
     def __init__(self, run: HubRun, name: str, timeout: float = SMOKE_TIMEOUT_S, extra_env: dict | None = None,
-                 home: Path | None = None, background: bool = False):
-        self.run, self.name, self.timeout = run, name, timeout
+                 home: Path | None = None, background: bool = False, reader: str = "native"):
+        self.run, self.name, self.timeout, self.reader = run, name, timeout, reader
         self.batches_path = run.workdir / f"{name}.npz"
         self.env = dict(run.env(home or run.new_home()), **(extra_env or {}))
         self.proc: subprocess.CompletedProcess | None = None
@@ -89,7 +81,7 @@ class Smoke:
     def _run(self) -> None:
         started = time.monotonic()
         try:
-            self.proc = run_fwe(*smoke_args(self.run.workdir, self.name, self.timeout), env=self.env,
+            self.proc = run_fwe(*smoke_args(self.run.workdir, self.name, self.timeout, self.reader), env=self.env,
                                 timeout=self.timeout + 60)
         except subprocess.TimeoutExpired as exc:  # kept and reported by the test that reads this run
             self.error = exc
@@ -149,7 +141,7 @@ class Runs:
             hubsim_root, workdir / "faulty", fail_count=2, fail_status=503, fail_distinct=True,
             fail_match=r"^GET \S+/README\.md$|range=bytes=4-", drop_after_bytes=100, drop_count=1,
             drop_match=r"/revision/")
-        self.faulty = Smoke(faulty.run, "faulty", background=True)
+        self.faulty = Smoke(faulty.run, "faulty", background=True, reader="datasets")
         self.clean = HubRun(hubsim_server, workdir / "clean")
         self.proxy = self.clean.add_rtt(RTT_S, handshake_rtts=HANDSHAKE_RTTS)
         home = self.clean.new_home()
@@ -183,8 +175,11 @@ def test_cold_smoke_streams_from_the_server(runs):
     assert cold.proc.returncode == 0, cold.proc.stderr
     result = cold.result
     assert result["ok"] is True and result["error"] is None
-    assert result["source"] == {"kind": "hub", "dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT",
-                                "split": "train", "bad_records": {"count": 0, "examples": []}}
+    source = result["source"]
+    assert {k: source[k] for k in ("kind", "dataset", "name", "split", "reader", "files", "bad_records")} == {
+        "kind": "hub", "dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "split": "train",
+        "reader": "native", "files": 2, "bad_records": {"count": 0, "examples": []}}
+    assert len(source["revision"]) == 40, "the artifact records the commit read"
     assert result["tokenizer"]["vocab_size"] == 50257 and result["tokenizer"]["eos_id"] == 50256
     assert result["batches"] == 3 and result["shape"] == [2, 1024]
     assert isinstance(result["first_batch_s"], float) and result["first_batch_s"] > 0
@@ -207,20 +202,20 @@ def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
 
 
 def test_cold_endpoint_list_is_pinned(runs):
-    """The cold request sequence is exactly COLD_ENDPOINTS: a client upgrade that changes it is noticed. (The
-    client sends one request after the other, so the server's arrival order is the client's order.)"""
+    """The cold requests are exactly COLD_ENDPOINTS (as a multiset: tokenizer and listing run side by side), all
+    answered; within the listing's own thread the order is fixed: revision, then paths-info, then the data."""
     seen = [r["endpoint"].split(" range=")[0] for r in runs.cold_requests]
-    assert seen == COLD_ENDPOINTS
-    assert all(r["status"] in (200, 206, 404) for r in runs.cold_requests)
-    probes = [r for r in runs.cold_requests if r["status"] == 404]
-    assert {r["path"].rsplit("/", 1)[1] for r in probes} == {"fineweb-edu.py", ".huggingface.yaml",
-                                                               "dataset_infos.json"}
+    assert sorted(seen) == sorted(COLD_ENDPOINTS)
+    assert all(r["status"] in (200, 206) for r in runs.cold_requests)
+    listing_then_data = [e for e in seen if e not in TOKENIZER_ENDPOINTS]
+    assert listing_then_data == LISTING_ENDPOINTS + [PARQUET] * 4
 
 
 def test_added_rtt_cold_first_batch_and_request_count(runs):
     """50 ms RTT, cold cache: the artifact records first_batch_s and the number of requests (equal to the
-    server log's); every request before the data costs at least one RTT, so first_batch_s >= (those +
-    handshake RTTs) x RTT (a lower bound the proxy guarantees; load only adds to it)."""
+    server log's); the listing's requests and the first data reads follow one another (revision, paths-info, a
+    footer, a row group), each costing at least one RTT, so first_batch_s >= (4 + handshake RTTs) x RTT (a lower
+    bound the proxy guarantees; load only adds to it)."""
     cold = runs.cold.finish()
     assert cold.proc.returncode == 0, cold.proc.stderr
     artifact = orjson.loads(Path(cold.result["artifact"]).read_bytes())
@@ -229,14 +224,14 @@ def test_added_rtt_cold_first_batch_and_request_count(runs):
     assert artifact["requests"] == len(requests)
     assert runs.cold_connections >= 1
     assert len({r["conn"] for r in requests}) == runs.cold_connections, "every request came through the proxy"
-    before_data = sum(1 for r in requests if not r["path"].endswith(".parquet")) + 1
-    assert artifact["first_batch_s"] >= (before_data + HANDSHAKE_RTTS) * RTT_S
+    assert artifact["first_batch_s"] >= (4 + HANDSHAKE_RTTS) * RTT_S
     assert runs.clean_violations == []
 
 
 def test_transient_503s_and_a_dropped_connection_give_the_same_batches(runs):
-    """2 x 503 (README GET: retried by fwe; parquet data read: retried by the client) and a cut revision
-    answer (retried by fwe) cost time, not data: the batches equal the clean cold run's."""
+    """The `datasets` reader through faults: 2 x 503 (README GET: retried by fwe; parquet data read: retried by
+    the client) and a cut revision answer (retried by fwe) cost time, not data: the batches equal the clean cold
+    run's, which the native reader read (the two readers agree)."""
     faulty = runs.faulty.finish()
     own = runs.servers["faulty"].run
     assert faulty.proc.returncode == 0, faulty.proc.stderr

@@ -6,6 +6,7 @@ from typing import Callable, Iterator
 
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.hub import iter_hub
 from fwe_cli.loader.sources.local import BadRecords, iter_local, resolve_files
 from fwe_cli.loader.sources.synthetic import iter_synthetic
 
@@ -23,6 +24,8 @@ class DocumentStream:
         self._mark = mark
         self.bad = BadRecords()
         self.files: list[str] = []
+        self.revision: str | None = None  # the Hub commit read (native reader)
+        self.head = None  # the native reader's HeadCache, when used
         self._set_stage = set_stage
 
     def describe(self) -> dict:
@@ -31,7 +34,12 @@ class DocumentStream:
         if c.source == "local":
             info.update(path=c.local_path, files=len(self.files), bad_records=self.bad.to_dict())
         elif c.source == "hub":
-            info.update(dataset=c.dataset, name=c.name, split=c.split, bad_records=self.bad.to_dict())
+            info.update(dataset=c.dataset, name=c.name, split=c.split, reader=c.hub_reader,
+                        revision=self.revision or c.revision, bad_records=self.bad.to_dict())
+            if c.hub_reader == "native":
+                info["files"] = len(self.files)
+            if self.head is not None:
+                info["head_cache"] = {"hits": self.head.hits, "stored": self.head.stored}
         else:
             info.update(seed=c.seed)
         return info
@@ -49,16 +57,32 @@ class DocumentStream:
             self._set_stage("opening source (listing local files)")
             self.files = resolve_files(c.local_path, allow_partial=c.allow_partial)
             docs = iter_local(self.files, self.bad, strict)
+        elif c.hub_reader == "native":
+            docs = iter_hub(self._open_native(), c.dataset, self.bad, strict)
         else:
-            from fwe_cli.loader.sources.hub import iter_hub, open_hub_stream
+            from fwe_cli.loader.sources.hub import open_hub_stream
 
             self._set_stage(f"opening source (Hub handshake, metadata and file listing for {c.dataset})")
-            docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split), c.dataset, self.bad, strict)
+            docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split, c.revision), c.dataset, self.bad, strict)
         self._mark("source_opened")
         self._set_stage("reading first document")
         for doc in self._shard(docs):
             self._mark("first_document")
             yield doc
+
+    def _open_native(self) -> Iterator[dict]:
+        """List the config's parquet files (cached), then their rows through range reads (see hub_parquet), files
+        in `datasets` order; the reader's thread stops when the rows are closed or collected."""
+        from fwe_cli.loader.sources.hub_head_cache import HeadCache
+        from fwe_cli.loader.sources.hub_listing import resolve_listing
+        from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
+
+        c = self.config
+        self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
+        listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
+        self.revision, self.files = listing.revision, [f.path for f in listing.files]
+        self.head = HeadCache(listing) if c.hub_cache else None
+        return iter_rows(HubParquetReader(listing, head=self.head))
 
     def _shard(self, docs: Iterator[Document]) -> Iterator[Document]:
         """The documents the config's shard owns, indices counted over the whole stream."""

@@ -18,10 +18,16 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
 
 LISTING_FORMAT = 1
 PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-info call
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+# Per request while resolving (httpx's connect and read timeouts): with one retry, a Hub that never answers ends
+# the run in about 2 x 3 s + 1 s, inside the 10 s a user waits before the message; a slow but working Hub starts
+# its answer well within it.
+OPEN_TIMEOUT_S = 3.0
+OPEN_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -154,11 +160,33 @@ def match_files(names: list[str], patterns: list[str]) -> list[str]:
     return sorted({n for n in names if _visible(n) and any(r.match(n) for r in regexes)})
 
 
+def unreachable_message(reason: str) -> str:
+    """The one line for a Hub that cannot be reached, with the ways to go on without it."""
+    return (f"cannot reach the Hub at {endpoint()} ({reason}); without it: HF_HUB_OFFLINE=1 reads a warm cache, "
+            "--local-path DIR reads files (fwe bootstrap makes them), --source synthetic needs nothing")
+
+
+def _ask(call, what: str, repo: str):
+    """One Hub API call, retried once when transient; any failure as SourceError naming the dataset, and a Hub
+    that cannot be reached (refused, timed out, 5xx after the retry) as the unreachable message."""
+    try:
+        return call_with_retries(call, what, attempts=OPEN_ATTEMPTS)
+    except SourceError:
+        raise
+    except Exception as exc:  # huggingface_hub/httpx raise many types; the cause stays chained
+        found = transient_reason(exc)
+        if found is not None:
+            raise SourceError(unreachable_message(f"{what}: {found[0]}{attempts_note(exc)}")) from exc
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise SourceError(f"Hub dataset {repo!r}: {what} failed: {type(exc).__name__}: {first_line}") from exc
+
+
 def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListing:
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=endpoint())
-    info = api.dataset_info(repo, revision=revision)
+    info = _ask(lambda: api.dataset_info(repo, revision=revision, timeout=OPEN_TIMEOUT_S),
+                f"reading {repo} at {revision}", repo)
     names = [s.rfilename for s in (info.siblings or [])]
     card = info.card_data.to_dict() if info.card_data is not None else None
     paths = match_files(names, split_patterns(card, config, split, repo))
@@ -170,8 +198,9 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
                           "use --hub-reader datasets")
     entries = {}
     for start in range(0, len(paths), PATHS_INFO_BATCH):
-        for entry in api.get_paths_info(repo, paths[start:start + PATHS_INFO_BATCH], revision=info.sha,
-                                        repo_type="dataset"):
+        batch = paths[start:start + PATHS_INFO_BATCH]
+        for entry in _ask(lambda: api.get_paths_info(repo, batch, revision=info.sha, repo_type="dataset"),
+                          f"listing {len(batch)} files of {repo}", repo):
             lfs = getattr(entry, "lfs", None)
             entries[entry.path] = HubFile(entry.path, int(entry.size), getattr(lfs, "sha256", None))
     missing = [p for p in paths if p not in entries]
@@ -185,7 +214,8 @@ def _head_revision(repo: str, revision: str) -> str:
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(repo, "README.md", repo_type="dataset", revision=revision, endpoint=endpoint())
-    sha = get_hf_file_metadata(url, endpoint=endpoint()).commit_hash
+    sha = _ask(lambda: get_hf_file_metadata(url, endpoint=endpoint(), timeout=OPEN_TIMEOUT_S),
+               f"checking which commit {repo}@{revision} is", repo).commit_hash
     if not sha:
         raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
     return sha

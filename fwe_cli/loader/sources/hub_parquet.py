@@ -14,9 +14,10 @@ from __future__ import annotations
 import io
 import queue
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.sources.hub_head_cache import HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing, endpoint
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
@@ -97,18 +98,18 @@ class _Ranges(io.RawIOBase):
         raise SourceError(f"{self.name}: pyarrow asked for bytes {self._pos}-{end - 1}, which were not fetched")
 
 
-def _metadata(url: str, file: HubFile):
-    """The parquet footer of one file: (pyarrow FileMetaData, footer start, footer bytes)."""
+def _metadata(url: str, file: HubFile, read: Callable[[str, HubFile, int, int], bytes]):
+    """The parquet footer of one file: (pyarrow FileMetaData, footer start, footer bytes); `read` fetches ranges."""
     import pyarrow.parquet as pq
 
     start = max(0, file.size - FOOTER_PROBE)
-    tail = fetch_range(url, start, file.size)
+    tail = read(url, file, start, file.size)
     if len(tail) < 8 or tail[-4:] != b"PAR1":
         raise SourceError(f"{url}: not a parquet file (no PAR1 footer)")
     need = int.from_bytes(tail[-8:-4], "little") + 8
     if need > len(tail):
         start = file.size - need
-        tail = fetch_range(url, start, file.size - len(tail)) + tail
+        tail = read(url, file, start, file.size - len(tail)) + tail
     view = _Ranges(url, file.size)
     view.put(start, tail)
     try:
@@ -144,9 +145,12 @@ class HubParquetReader:
     """Iterate pyarrow Tables, one per row group, of `columns` (those present) over a listing's files in order."""
 
     def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
-                 read_ahead: int = READ_AHEAD_GROUPS):
+                 read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None):
         self.listing = listing
         self.columns = columns
+        self.head = head
+        """Where the first ranges read are kept and found again (None: always the network)."""
+        self._caching = head is not None
         self._queue: queue.Queue = queue.Queue(maxsize=read_ahead)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
@@ -161,11 +165,23 @@ class HubParquetReader:
                 continue
         return False
 
+    def _read(self, url: str, file: HubFile, start: int, end: int) -> bytes:
+        """Bytes [start, end) of a file: from the head cache when there, else fetched (and kept while it has room:
+        only a stream's first ranges are kept, so caching stops at the first range that does not fit)."""
+        if self._caching:
+            data = self.head.get(file.path, start, end)
+            if data is not None:
+                return data
+        data = fetch_range(url, start, end)
+        if self._caching:
+            self._caching = self.head.put(file.path, start, data)
+        return data
+
     def _read_ahead(self) -> None:
         try:
             for index, file in enumerate(self.listing.files):
                 url = resolve_url(self.listing.repo, self.listing.revision, file.path)
-                metadata, footer_start, footer = _metadata(url, file)
+                metadata, footer_start, footer = _metadata(url, file, self._read)
                 names = [n for n in self.columns if n in metadata.schema.to_arrow_schema().names]
                 if "text" not in names:
                     raise SourceError(f"{file.path}: parquet file has no 'text' column")
@@ -173,7 +189,7 @@ class HubParquetReader:
                     return
                 for group in range(metadata.num_row_groups):
                     start, end = column_span(metadata.row_group(group), names)
-                    if not self._put(("group", group, start, fetch_range(url, start, end))):
+                    if not self._put(("group", group, start, self._read(url, file, start, end))):
                         return
             self._put(_END)
         except BaseException as exc:  # noqa: BLE001 - everything reaches the consumer
@@ -215,3 +231,12 @@ class HubParquetReader:
                 self._queue.get_nowait()
         except queue.Empty:
             pass
+
+
+def iter_rows(reader: HubParquetReader) -> Iterator[dict]:
+    """The reader's rows as {'text': ..., 'id': ...} dicts (columns it has), in file and row order."""
+    for table in reader:
+        names = table.column_names
+        columns = [table.column(name).to_pylist() for name in names]
+        for values in zip(*columns):
+            yield dict(zip(names, values))

@@ -1,0 +1,67 @@
+"""The native Hub reader and the `datasets` reader yield the same documents in the same order (so the same
+batches), against the test Hub server: cold and warm caches and a 1-of-3 shard. Each reading is a fresh sealed
+process (`python -m tests.hubsim.doc_ids`), as `datasets` reads HF_ENDPOINT once, at import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from tests.helpers import REPO_ROOT
+from tests.hubsim.fixtures import HubRun
+
+
+def read_ids(run: HubRun, home, reader: str, mod: int = 1, rem: int = 0) -> dict:
+    env = dict(run.env(home), PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run([sys.executable, "-m", "tests.hubsim.doc_ids", reader, str(mod), str(rem)],
+                          capture_output=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return orjson.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def readings(hubsim_server, tmp_path_factory):
+    """Each reader, each in its own HF_HOME: cold, then warm, then shard 1 of 3 (warm); with the request logs."""
+    run = HubRun(hubsim_server, tmp_path_factory.mktemp("readers"))
+    out = {}
+    for reader in ("datasets", "native"):
+        home = run.new_home()
+        for case, shard in (("cold", (1, 0)), ("warm", (1, 0)), ("shard", (3, 1))):
+            run.new_log(f"{reader}-{case}")
+            out[reader, case] = read_ids(run, home, reader, *shard)
+            out[reader, case]["requests"] = run.requests()
+    out["violations"] = run.violations()
+    run.close()
+    return out
+
+
+@pytest.mark.parametrize("case", ["cold", "warm", "shard"])
+def test_native_and_datasets_readers_yield_the_same_documents(readings, case):
+    """Same ids, same order, every row of every file (or every third from row 1), whichever reader and cache."""
+    native, reference = readings["native", case]["ids"], readings["datasets", case]["ids"]
+    assert len(reference) > (600 if case == "shard" else 1800) and native == reference
+    if case == "shard":
+        assert native == readings["native", "cold"]["ids"][1::3]
+    assert readings["violations"] == []
+
+
+def test_native_reader_reads_only_ranges_and_records_the_commit(readings):
+    """The native reader never downloads a whole parquet file (every data request is a Range answered 206) and
+    its source block names the commit sha it read and the files of the config."""
+    cold = readings["native", "cold"]
+    parquet = [r for r in cold["requests"] if r["path"].endswith(".parquet")]
+    assert parquet and all(r["status"] == 206 and r["range"] for r in parquet)
+    source = cold["source"]
+    assert source["reader"] == "native" and len(source["revision"]) == 40 and source["files"] == 2
+
+
+def test_warm_native_start_makes_at_most_one_request_before_reading_past_its_head_cache(readings):
+    """Warm, the listing is re-validated with one HEAD (the branch's commit) and the head cache serves the first
+    ranges from disk: the requests left are that HEAD and the reads past the cache's first ranges."""
+    warm = readings["native", "warm"]
+    non_data = [r for r in warm["requests"] if not r["path"].endswith(".parquet")]
+    assert [r["method"] for r in non_data] == ["HEAD"]
+    assert warm["source"]["head_cache"]["hits"] >= 2
