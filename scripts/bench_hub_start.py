@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark (issue #12): whole-process time of `fwe smoke --source hub` vs the 10-line `datasets` + `tokenizers` script.
+"""Benchmark (issue #12): whole-process time of `fwe smoke --source hub` vs a 10-line datasets + tokenizers script.
 
     python scripts/bench_hub_start.py [--reps 3] [--rtt-ms 50] [--root /tmp/hub-start] [--mb 280 --shards 14]
                                       [--hub-reader native,datasets] [--fwe-arg=--doc-batch=64 ...]
@@ -122,7 +122,8 @@ def run_once(peer: str, extra: list[str], rep: int, cache: str, order: int, endp
                        "first_batch_s": result.get("first_batch_s") if result else None,
                        "fwe_requests": result.get("requests") if result else None,
                        "fwe_error": result.get("error") if result else "no JSON from fwe smoke"})
-    record["ok"] = rc == 0 and batch is not None and tuple(batch.shape) == (BATCH, SEQ_LEN) and record.get("fwe_ok", True)
+    shaped = batch is not None and tuple(batch.shape) == (BATCH, SEQ_LEN)
+    record["ok"] = rc == 0 and shaped and record.get("fwe_ok", True)
     if not record["ok"]:
         record["stderr_tail"] = stderr[-3000:]
     return record, batch
@@ -177,7 +178,8 @@ def prepare_root(args: argparse.Namespace, tmp: Path) -> tuple[Path, dict, bool]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3, help="Interleaved reps; each figure is their median (default 3).")
+    parser.add_argument("--reps", type=int, default=3, help="Interleaved reps; figures are their medians "
+                                                               "(default 3).")
     parser.add_argument("--rtt-ms", type=float, default=50.0, help="Added round-trip time in ms (default 50).")
     parser.add_argument("--handshake-rtts", type=int, default=2, help="Extra RTTs per new connection (default 2).")
     parser.add_argument("--root", default=None, help="hubsim root to reuse (or build into, if it holds no build).")
@@ -213,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         root, manifest, reused = prepare_root(args, tmp)
         (tmp / "batches").mkdir()
-        with HubServer(root) as hub, RttProxy(("127.0.0.1", hub.port), args.rtt_ms / 1000, args.handshake_rtts) as proxy:
+        with HubServer(root) as hub, \
+                RttProxy(("127.0.0.1", hub.port), args.rtt_ms / 1000, args.handshake_rtts) as proxy:
             def run(name: str, rep: int, cache: str, home: Path, into: list[dict]) -> None:
                 nonlocal reference, identical
                 record, batch = run_once(name, fwe_peers.get(name, []), rep, cache, len(warmups) + len(runs),
@@ -251,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         "kind": "bench_hub_start",
         "claim": "fwe smoke whole-process time <= 0.4x the datasets+tokenizers script cold, <= 0.2x warm (medians)",
         "started": started, "finished": utc_iso(),
-        "settings": {"reps": args.reps, "warmup": args.warmup, "rtt_ms": args.rtt_ms, "handshake_rtts": args.handshake_rtts,
+        "settings": {"reps": args.reps, "warmup": args.warmup, "rtt_ms": args.rtt_ms,
+                     "handshake_rtts": args.handshake_rtts,
                      "batch": BATCH, "seq_len": SEQ_LEN, "hub_readers": hub_readers, "fwe_args": args.fwe_arg,
                      "order": "per rep: every peer cold, then every peer warm; peer order rotates each rep"},
         "root": {"path": str(args.root) if args.root else None, "reused": reused, "manifest": manifest},
