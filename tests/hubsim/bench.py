@@ -27,14 +27,31 @@ from tests.hubsim.proxy import RttProxy
 from tests.hubsim.server import HubServer
 
 
-def _smoke(endpoint: str, home: Path, workdir: Path, smoke_args: list[str], timeout: float) -> tuple[dict | None, float]:
+def sealed_run(args: list[str], endpoint: str, home: str | os.PathLike, workdir: Path,
+               timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `args` as a sealed client process (tests/hubsim/clientenv.py: HF_ENDPOINT=`endpoint`, HF_HOME=`home`,
+    violations to workdir/violations.jsonl) from the repository root; (the finished process, wall seconds from
+    spawn to exit)."""
     env = dict(os.environ)
-    env.update(client_env(endpoint, home, workdir / "violations.jsonl"))
+    env.update(client_env(endpoint, home, Path(workdir) / "violations.jsonl"))
+    started = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout)
+    return proc, time.monotonic() - started
+
+
+def request_summary(records: list[dict]) -> dict:
+    """What the server saw in one run's request log: requests, connections, body bytes, span, request list."""
+    logged_at = [r["t"] for r in records]
+    return {"requests": len(records), "connections": len({r["conn"] for r in records}),
+            "body_bytes": sum(r["bytes"] for r in records),
+            "server_span_s": round(max(logged_at) - min(logged_at), 3) if records else None,
+            "requests_detail": [r["endpoint"] + (f" {r['range']}" if r["range"] else "") for r in records]}
+
+
+def _smoke(endpoint: str, home: Path, workdir: Path, smoke_args: list[str], timeout: float) -> tuple[dict | None, float]:
     args = [sys.executable, "-m", "fwe_cli", "smoke", "--source", "hub", "--json", "--timeout", f"{timeout:g}",
             "--artifacts-dir", str(workdir / "artifacts"), *smoke_args]
-    started = time.monotonic()
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout + 60)
-    wall = time.monotonic() - started
+    proc, wall = sealed_run(args, endpoint, home, workdir, timeout + 60)
     return (orjson.loads(proc.stdout) if proc.stdout.strip() else None), wall
 
 
@@ -53,18 +70,15 @@ def run_bench(root: str, rtts_ms: list[float], smoke_args: list[str], timeout: f
                     log = hub.new_log()
                     result, wall = _smoke(proxy.url if proxy else hub.url, home, workdir, smoke_args, timeout)
                     hub.wait_idle()
-                    records = log.records()
-                    logged_at = [r["t"] for r in records]
+                    served = request_summary(log.records())
                     run = {"rtt_ms": rtt_ms, "handshake_rtts": handshake_rtts if rtt_ms else 0, "cache": cache,
                            "ok": bool(result and result["ok"]),
                            "first_batch_s": result["first_batch_s"] if result else None,
                            "tokens_per_s": result["tokens_per_s"] if result else None,
                            "error": result["error"] if result else "no JSON from fwe smoke",
-                           "requests": len(records), "connections": len({r["conn"] for r in records}),
-                           "body_bytes": sum(r["bytes"] for r in records), "process_wall_s": round(wall, 3),
-                           "server_span_s": round(max(logged_at) - min(logged_at), 3) if records else None,
-                           "requests_detail": [r["endpoint"] + (f" {r['range']}" if r["range"] else "")
-                                               for r in records]}
+                           "requests": served["requests"], "connections": served["connections"],
+                           "body_bytes": served["body_bytes"], "process_wall_s": round(wall, 3),
+                           "server_span_s": served["server_span_s"], "requests_detail": served["requests_detail"]}
                     runs.append(run)
                     progress(f"rtt {rtt_ms:g} ms {cache}: first_batch_s={run['first_batch_s']} "
                              f"requests={run['requests']} connections={run['connections']} ok={run['ok']}")
