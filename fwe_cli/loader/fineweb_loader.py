@@ -65,6 +65,7 @@ class FineWebLoader:
         if self._closed:
             return
         self._closed = True
+        self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
@@ -167,6 +168,7 @@ class FineWebLoader:
         old = self.config
         loaded = self.pipeline.loaded_tokenizer(timeout=FALLBACK_JOIN_S)  # the run's own, unless it failed
         tokenizer = loaded.name if loaded is not None else "byte"
+        self.pipeline.close()
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=FALLBACK_JOIN_S)
         self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",

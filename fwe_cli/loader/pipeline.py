@@ -24,6 +24,10 @@ from fwe_cli.loader.sources import DocumentStream
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
 MAX_AUTO_THREADS = 8
+# The tiktoken proof costs a fraction of a CPU-second on a thread beside the producer: a long run wins it back many
+# times over, a short one (a smoke of a few batches) would only pay it at its exit. It starts once this many
+# documents have been read (a training run gets there within its first second).
+UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
 
 
@@ -48,6 +52,7 @@ class Pipeline:
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
         self._tokenizer_load: _TokenizerLoad | None = None
+        self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
@@ -84,7 +89,7 @@ class Pipeline:
         # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
         report = self.config.report_docs
-        while True:
+        while not self._closing.is_set():
             chunk = [d.text for d in islice(docs, size)]
             size = min(size * 2, self.config.doc_batch)
             if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
@@ -123,6 +128,12 @@ class Pipeline:
                 for future in pending:
                     future.cancel()
 
+    def close(self) -> None:
+        """Stop producing: no further document batch is read or tokenized, and the source's background reads stop,
+        so a producer waiting on them ends now. Any thread may call it."""
+        self._closing.set()
+        self.documents.close()
+
     def loaded_tokenizer(self, timeout: float = 0.0) -> DocTokenizer | None:
         """The tokenizer once loaded, waiting up to `timeout` for it; None when it failed, is late or never started."""
         if self.tokenizer is None and self._tokenizer_load is not None:
@@ -140,6 +151,7 @@ class Pipeline:
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
         to_output = _torch_converter() if self.config.as_torch else None
+        upgrading = False
         for ids in self._token_arrays():
             self.stage = "packing"
             self.tokens += len(ids)
@@ -147,7 +159,8 @@ class Pipeline:
                 self.batches += 1
                 self.mark("first_batch")
                 yield to_output(batch) if to_output else batch
-                if self.batches == 1:  # the fast backend's proof starts only now: it never delays batch 1
+                if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
+                    upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "reading documents"
         self.stage = "finished"

@@ -59,3 +59,19 @@ def test_loader_error_event_is_written(tmp_path):
     errors = [l for l in read_lines(tmp_path / "heartbeat_rank0.jsonl") if l["msg"] == "fineweb_loader_error"]
     assert len(errors) == 1 and "nope.jsonl" in errors[0]["error"]
 
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 20, 1001])
+def test_percentiles_match_numpys_linear_method(n):
+    """percentiles_ms (plain Python) gives numpy's default (linear) percentiles, in ms, and the max."""
+    import random
+
+    import numpy as np
+
+    from fwe_cli.loader.telemetry import percentiles_ms
+
+    values = [random.Random(n).expovariate(50.0) for _ in range(n)]
+    got = percentiles_ms(values)
+    want = np.percentile(np.asarray(values) * 1000.0, [50, 95, 99])
+    assert [got["p50"], got["p95"], got["p99"]] == pytest.approx([round(float(v), 4) for v in want], abs=1e-4)
+    assert got["max"] == pytest.approx(max(values) * 1000.0, abs=1e-4)

@@ -8,7 +8,6 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.hub import iter_hub
 from fwe_cli.loader.sources.local import BadRecords, iter_local, resolve_files
-from fwe_cli.loader.sources.synthetic import iter_synthetic
 
 
 class DocumentStream:
@@ -26,6 +25,7 @@ class DocumentStream:
         self.files: list[str] = []
         self.revision: str | None = None  # the Hub commit read (native reader)
         self.head = None  # the native reader's HeadCache, when used
+        self._reader = None  # the native reader's HubParquetReader, once opened
         self._set_stage = set_stage
 
     def describe(self) -> dict:
@@ -48,6 +48,8 @@ class DocumentStream:
         c = self.config
         strict = c.bad_records == "error"
         if c.source == "synthetic":
+            from fwe_cli.loader.sources.synthetic import iter_synthetic  # numpy: only runs that use it pay for it
+
             self._mark("source_opened")
             for doc in iter_synthetic(c.seed, c.shard):
                 self._mark("first_document")
@@ -82,7 +84,13 @@ class DocumentStream:
         listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
         self.revision, self.files = listing.revision, [f.path for f in listing.files]
         self.head = HeadCache(listing) if c.hub_cache else None
-        return iter_rows(HubParquetReader(listing, head=self.head))
+        self._reader = HubParquetReader(listing, head=self.head)
+        return iter_rows(self._reader)
+
+    def close(self) -> None:
+        """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""
+        if self._reader is not None:
+            self._reader.close()
 
     def _shard(self, docs: Iterator[Document]) -> Iterator[Document]:
         """The documents the config's shard owns, indices counted over the whole stream."""

@@ -139,6 +139,7 @@ class _Failure:
 
 
 _END = object()
+_CLOSED = object()  # put by close(): wakes a consumer waiting on the queue
 
 
 class HubParquetReader:
@@ -206,7 +207,7 @@ class HubParquetReader:
         try:
             while True:
                 item = self._queue.get()
-                if item is _END:
+                if item is _END or item is _CLOSED:
                     return
                 if isinstance(item, _Failure):
                     raise item.exc
@@ -224,12 +225,17 @@ class HubParquetReader:
             self.close()
 
     def close(self) -> None:
-        """Stop reading ahead; a range read in flight is abandoned, not awaited."""
+        """Stop reading ahead; a range read in flight is abandoned, not awaited. Safe from another thread: a
+        consumer waiting for the next row group wakes up and its iteration ends."""
         self._stop.set()
         try:
             while True:
                 self._queue.get_nowait()
         except queue.Empty:
+            pass
+        try:
+            self._queue.put_nowait(_CLOSED)
+        except queue.Full:  # the read-ahead thread refilled it meanwhile: the consumer is not waiting then
             pass
 
 
