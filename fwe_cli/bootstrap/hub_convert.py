@@ -11,9 +11,33 @@ Each worker keeps the last parquet file it opened, so the groups of one file do 
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import orjson
 
 _OPEN: dict = {}
+PARENT_POLL_S = 0.5
+
+
+def watch_parent(parent: int) -> None:
+    """Worker initializer: end this worker soon after its parent is gone (a kill -9 of `fwe bootstrap` must not
+    leave workers behind, blocked forever on a task queue nobody writes to)."""
+    try:  # Linux: the kernel sends SIGKILL when the parent dies
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def poll() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=poll, name="fwe-watch-parent", daemon=True).start()
 
 
 def _parquet(path: str):

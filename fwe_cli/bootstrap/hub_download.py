@@ -65,7 +65,7 @@ def _fetch_once(url: str, part: str, digest, total: int, stop: threading.Event):
         if response.status_code != 206:  # the server sent the whole file: start again from byte 0
             digest, mode = hashlib.sha256(), "wb"
         with open(part, mode) as out:
-            for block in response.iter_bytes(CHUNK_BYTES):
+            for block in response.iter_bytes():  # as received: a cut connection keeps what came
                 if stop.is_set():
                     raise Cancelled(url)
                 out.write(block)

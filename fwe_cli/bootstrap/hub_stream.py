@@ -21,7 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 
 from fwe_cli.bootstrap.config import BootstrapConfig
-from fwe_cli.bootstrap.hub_convert import convert_group
+from fwe_cli.bootstrap.hub_convert import convert_group, watch_parent
 from fwe_cli.bootstrap.hub_download import Downloads, remove_tree
 from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.loader.sources.hub_listing import HubListing
@@ -90,7 +90,8 @@ class HubFileStream:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=watch_parent, initargs=(os.getpid(),))
             for _ in range(self.workers):  # start the workers now, while the first file downloads
                 self._pool.submit(_warm)
         return self
