@@ -10,9 +10,9 @@ rep, interleaved (the order alternates), each in a fresh process with a fresh HF
 - fwe        `fwe bootstrap --gb G --out DIR` (native Hub reader: parallel downloads + conversion on all cores)
 - hf         `hf download HuggingFaceFW/fineweb-edu --repo-type dataset --local-dir DIR FILES...` of the parquet
              files that bootstrap read (its row count mapped onto the shards' row counts)
-Wall-clock seconds per run, medians, and ratio = median fwe / median hf (target <= 1.5). Once, without the
-proxy: `fwe bootstrap --hub-reader datasets` (the `datasets` streaming path) as the reference: every fwe run's parts
-must have the same sha256 as its parts (`identical`). Writes --out (default artifacts/bench/bootstrap-hub-<UTC>.json)
+Wall-clock seconds per run, medians, and ratio = median fwe / median hf (target <= 1.5). Once, first, through
+the same link: `fwe bootstrap --hub-reader datasets` (the `datasets` streaming path, timed as `reference.seconds`)
+as the reference: every fwe run's parts must have the same sha256 as its parts (`identical`). Writes --out (default artifacts/bench/bootstrap-hub-<UTC>.json)
 and prints it; exit 1 if a run failed or an output differed.
 """
 
@@ -82,6 +82,33 @@ def files_read(documents: int, shards: list[dict]) -> list[str]:
     return paths
 
 
+def run_all(args, report: dict, hub_manifest: dict, proxy: RttProxy, runs: Path) -> None:
+    """The reference (`datasets` reader, through the same link, once), then the interleaved reps."""
+    env = dict(os.environ, **client_env(proxy.url, runs / "home-ref"))
+    reference = runs / "reference"
+    seconds, proc = timed(fwe_cmd(args, reference, "--hub-reader", "datasets"), env)
+    report["reference"] = {"reader": "datasets", "seconds": round(seconds, 3), "parts_sha256": part_hashes(reference)}
+    result = orjson.loads(proc.stdout)
+    files = files_read(result["documents"], hub_manifest["shards"])
+    report.update(documents=result["documents"], jsonl_bytes=result["bytes"], files=files,
+                  parquet_bytes=sum(s["bytes"] for s in hub_manifest["shards"][:len(files)]))
+    extra = args.fwe_args.split()
+    for rep in range(args.reps):
+        for who in ("fwe", "hf") if rep % 2 == 0 else ("hf", "fwe"):
+            env = dict(os.environ, **client_env(proxy.url, runs / f"home-{who}-{rep}"))
+            out = runs / f"{who}-{rep}"
+            if who == "fwe":
+                seconds, _ = timed(fwe_cmd(args, out, *extra), env)
+                same = part_hashes(out) == report["reference"]["parts_sha256"]
+                report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3), "identical": same})
+            else:
+                seconds, _ = timed([str(BIN / "hf"), "download", DATASET_REPO, "--repo-type", "dataset",
+                                    "--local-dir", str(out), *files], env)
+                report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3)})
+            shutil.rmtree(out, ignore_errors=True)
+            print(orjson.dumps(report["runs"][-1]).decode(), file=sys.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, default=0.2, help="fwe bootstrap --gb (JSONL GB to stage).")
@@ -107,31 +134,7 @@ def main() -> int:
                     "hub_root_mb": args.mb, "shards": args.shards, "reps": args.reps, "fwe_args": args.fwe_args,
                     "cpus": os.cpu_count(), "load_avg_before": os.getloadavg(), "runs": []}
     try:
-        env = dict(os.environ, **client_env(server.url, runs / "home-ref"))
-        reference = runs / "reference"
-        seconds, _ = timed(fwe_cmd(args, reference, "--hub-reader", "datasets"), env)
-        report["reference"] = {"reader": "datasets", "seconds_no_proxy": round(seconds, 3),
-                               "parts_sha256": part_hashes(reference)}
-        documents = orjson.loads(_.stdout)["documents"]
-        files = files_read(documents, hub_manifest["shards"])
-        report.update(documents=documents, jsonl_bytes=orjson.loads(_.stdout)["bytes"], files=files,
-                      parquet_bytes=sum(s["bytes"] for s in hub_manifest["shards"][:len(files)]))
-        extra = args.fwe_args.split()
-        for rep in range(args.reps):
-            order = ("fwe", "hf") if rep % 2 == 0 else ("hf", "fwe")
-            for who in order:
-                env = dict(os.environ, **client_env(proxy.url, runs / f"home-{who}-{rep}"))
-                out = runs / f"{who}-{rep}"
-                if who == "fwe":
-                    seconds, _ = timed(fwe_cmd(args, out, *extra), env)
-                    same = part_hashes(out) == report["reference"]["parts_sha256"]
-                    report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3), "identical": same})
-                else:
-                    seconds, _ = timed([str(BIN / "hf"), "download", DATASET_REPO, "--repo-type", "dataset",
-                                        "--local-dir", str(out), *files], env)
-                    report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3)})
-                shutil.rmtree(out, ignore_errors=True)
-                print(orjson.dumps(report["runs"][-1]).decode(), file=sys.stderr)
+        run_all(args, report, hub_manifest, proxy, runs)
     finally:
         proxy.stop()
         server.stop()

@@ -240,4 +240,8 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     if manifest is not None and manifest.get("hub_files") != stream.manifest_fields()["hub_files"]:
         raise OutputError(f"the Hub listing of {config.dataset} at {listing.revision} no longer has the files this "
                           "bootstrap started with; pass --force to start over")
+    from fwe_cli.bootstrap.state import preflight_disk
+
+    largest = sorted((f.size for f in stream.files[stream.position()["file"]:]), reverse=True)
+    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]))
     return stream.open()

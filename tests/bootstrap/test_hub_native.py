@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from fwe_cli.bootstrap.config import bootstrap_config
@@ -20,7 +19,7 @@ from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manif
 from tests.helpers import run_fwe
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.faults import Faults
-from tests.hubsim.repos import DATASET_REPO, BuildSpec, build_repos
+from tests.hubsim.repos import BuildSpec, build_repos
 from tests.hubsim.server import HubServer
 
 FLAGS = ("--gb", "1", "--file-mb", "0.3", "--checkpoint-mb", "0.1")  # every row, in several parts
@@ -166,3 +165,13 @@ def test_a_cut_download_resumes_from_the_bytes_received(hub3, reference, native_
     ranges = [r["range"] for r in native_env.flush() if r["path"].endswith("000_00000.parquet")]
     assert ranges == ["bytes=0-", "bytes=100000-"]
     assert file_hashes(tmp_path / "out") == file_hashes(reference)
+
+
+def test_single_file_output_holds_the_same_lines(hub3, reference, native_env, tmp_path):
+    """--out X.jsonl with the native reader writes the reference's lines into one file, and its download folder
+    (X.jsonl.hub-download beside it) is gone when complete."""
+    out = tmp_path / "one.jsonl"
+    result = run_bootstrap(bootstrap_config(out=str(out), gb=1, workers=1))
+    assert result["complete"] and lines_of(out) == lines_of(reference)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("one")) == [
+        "one.jsonl", "one.jsonl.manifest.json"]
