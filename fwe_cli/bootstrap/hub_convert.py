@@ -22,11 +22,15 @@ PARENT_POLL_S = 0.5
 
 
 def watch_parent(parent: int) -> None:
-    """Worker initializer: end this worker soon after its parent is gone (a kill -9 of `fwe bootstrap` must not
-    leave workers behind, blocked forever on a task queue nobody writes to)."""
+    """Worker initializer: Ctrl-C and SIGTERM (sent to the whole process group by a terminal or SLURM) are left to
+    the parent, which stops at a checkpoint and then shuts the workers down; and the worker ends soon after its
+    parent is gone (a kill -9 of `fwe bootstrap` must not leave workers blocked forever on a task queue)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     try:  # Linux: the kernel sends SIGKILL when the parent dies
         import ctypes
-        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

@@ -197,3 +197,18 @@ def test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader(tmp_pat
     with pytest.raises(OutputError, match="--hub-reader 'datasets' there, 'native' now"):
         core_run(tmp_path / "o", **flags)
     assert os.path.exists(tmp_path / "o" / "manifest.json")
+
+
+def test_workers_leave_ctrl_c_and_sigterm_to_the_parent():
+    """Conversion workers ignore SIGINT and SIGTERM (a terminal's Ctrl-C or SLURM's SIGTERM reaches the whole
+    process group): the parent alone stops, at a checkpoint, and then shuts them down."""
+    import multiprocessing
+    import signal
+    from concurrent.futures import ProcessPoolExecutor
+
+    from fwe_cli.bootstrap.hub_convert import watch_parent
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=watch_parent,
+                             initargs=(os.getpid(),)) as pool:
+        handlers = [pool.submit(signal.getsignal, sig).result() for sig in (signal.SIGINT, signal.SIGTERM)]
+    assert handlers == [signal.SIG_IGN, signal.SIG_IGN]
