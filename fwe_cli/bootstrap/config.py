@@ -15,6 +15,8 @@ from fwe_cli.errors import ConfigError
 from fwe_cli.bootstrap.manifest import Layout
 
 FIELDS = ("text", "all")
+HUB_READERS = ("native", "datasets")
+SLURM_COUNT, SLURM_ID, SLURM_MIN = "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN"
 GB = 10**9
 MB = 10**6
 DEFAULT_FILE_MB = 256
@@ -45,7 +47,16 @@ class BootstrapConfig:
     seed: int = 0
     """For source 'synthetic': the stream's seed."""
     shard: Shard = field(default_factory=Shard)
-    """Keep only record i with i % mod == rem, so several nodes stage disjoint parts."""
+    """Several nodes stage disjoint parts: Hub (native reader) file i goes to node i % mod; for the other sources
+    and the datasets reader, record i."""
+    shard_origin: str = "default"
+    """Where `shard` came from: 'flags', 'slurm' (SLURM_ARRAY_TASK_*) or 'default' (recorded in the manifest)."""
+    hub_reader: str = "native"
+    """For source 'hub': 'native' (download the parquet files, convert on all cores) or 'datasets' (streaming)."""
+    workers: int | None = None
+    """Native Hub reader: conversion processes (None: one per core; 0: convert in this process)."""
+    downloads: int = 2
+    """Native Hub reader: files downloaded, or downloaded and waiting to be converted, at a time."""
     fields: str = "text"
     """'text' writes {"text", "id"} per line; 'all' keeps every field (a local JSONL line is copied as is)."""
     file_bytes: int = 256 * MB
@@ -65,6 +76,13 @@ class BootstrapConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive number of bytes, got {value!r}")
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
+        if self.hub_reader not in HUB_READERS:
+            raise ConfigError(f"hub_reader must be 'native' or 'datasets', got {self.hub_reader!r}")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 0):
+            raise ConfigError(f"workers must be an integer >= 0, got {self.workers!r}")
+        if isinstance(self.downloads, bool) or not isinstance(self.downloads, int) or self.downloads < 1:
+            raise ConfigError(f"downloads must be an integer >= 1, got {self.downloads!r}")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
         if self.source == "local":
@@ -80,12 +98,28 @@ def _size(name: str, value: float, unit: int) -> int:
     return max(1, int(round(value * unit)))
 
 
+def slurm_shard(env) -> Shard | None:
+    """Shard(SLURM_ARRAY_TASK_COUNT, SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) in a SLURM array job, else None."""
+    if not env.get(SLURM_COUNT) or not env.get(SLURM_ID):
+        return None
+    try:
+        count, task, low = int(env[SLURM_COUNT]), int(env[SLURM_ID]), int(env.get(SLURM_MIN) or 0)
+    except ValueError:
+        raise ConfigError(f"{SLURM_COUNT}={env[SLURM_COUNT]!r}, {SLURM_ID}={env[SLURM_ID]!r}: not integers") from None
+    if not 0 <= task - low < count:
+        raise ConfigError(f"{SLURM_ID}={task} is not within {low}..{low + count - 1} ({SLURM_MIN}, {SLURM_COUNT}): "
+                          "give --shard-mod/--shard-rem instead")
+    return Shard(count, task - low)
+
+
 def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None = None,
                      file_mb: float | None = None, checkpoint_mb: float | None = None,
                      source: str | None = None, local_path: str | None = None,
-                     shard_mod: int | None = None, shard_rem: int | None = None, **settings) -> BootstrapConfig:
+                     shard_mod: int | None = None, shard_rem: int | None = None, env=None,
+                     **settings) -> BootstrapConfig:
     """Build a BootstrapConfig from flag-style values (None = not given): --gb or a byte count, sizes in MB,
-    --local-path implying source 'local', and --file-mb refused for a single-file output."""
+    --local-path implying source 'local', and --file-mb refused for a single-file output. The shard comes from
+    --shard-mod/--shard-rem, else from a SLURM array's variables in `env` (default os.environ), else none."""
     if (gb is None) == (target_bytes is None):
         raise ConfigError("give the size to stage as --gb (or target_bytes), exactly once")
     target = _size("--gb", gb, GB) if gb is not None else _size("target bytes", target_bytes, 1)
@@ -98,6 +132,9 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         values["local_path"] = local_path
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
+        values["shard_origin"] = "flags"
+    elif (slurm := slurm_shard(os.environ if env is None else env)) is not None:
+        values["shard"], values["shard_origin"] = slurm, "slurm"
     return BootstrapConfig(
         out=out, target_bytes=target,
         file_bytes=_size("--file-mb", DEFAULT_FILE_MB if file_mb is None else file_mb, MB),

@@ -30,6 +30,7 @@ FORMAT = "fwe-bootstrap/1"
 PARTIAL_SUFFIX = ".partial"
 _PART_RE = re.compile(r"^part-(\d{5,})\.jsonl(\.partial)?$")
 HASH_BLOCK = 1 << 20
+DOWNLOAD_DIR = ".fwe-hub-download"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class Layout:
     @property
     def manifest_path(self) -> str:
         return self.out + SIDECAR_MANIFEST_SUFFIX if self.single else os.path.join(self.out, MANIFEST_NAME)
+
+    @property
+    def download_dir(self) -> str:
+        """Where the native Hub reader keeps parquet files until they are converted (deleted when complete)."""
+        return self.out + ".hub-download" if self.single else os.path.join(self.out, DOWNLOAD_DIR)
 
     def part_name(self, index: int) -> str:
         if self.single:
@@ -88,7 +94,7 @@ class Layout:
         if self.single or not os.path.isdir(self.out):
             return False
         ours = {os.path.basename(path) for path, _ in self.own_files()}
-        return any(name not in ours for name in os.listdir(self.out))
+        return any(name not in ours and name != DOWNLOAD_DIR for name in os.listdir(self.out))
 
 
 def fsync_dir(directory: str) -> None:

@@ -27,20 +27,13 @@ import orjson
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.state import (
-    check_source_files,
-    fresh_manifest,
-    listed_totals,
-    prepare_output,
-    preflight_disk,
-    source_spec,
-)
+from fwe_cli.bootstrap.state import check_source_files, fresh_manifest, listed_totals, open_source, prepare_output, \
+    preflight_disk
 from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError, SourceError
 from fwe_cli.bootstrap.faults import Faults
 from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
 from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
-from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordStream
 
 PROGRESS_EVERY_S = 0.5
@@ -154,11 +147,9 @@ class _Run:
         resume = manifest["resume"] if manifest else None
         done = resume["bytes"] if resume else 0
         preflight_disk(layout.directory, config.target_bytes - done)
-        spec = source_spec(config, manifest)
-        stream = RecordStream(spec, start=resume["position"] if resume else None,
-                              bad=BadRecords(**resume["bad_records"]) if resume else None).open()
+        stream = open_source(config, layout, manifest)
         if manifest is None:
-            manifest = fresh_manifest(config, layout, spec, stream)
+            manifest = fresh_manifest(config, layout, stream)
         else:
             check_source_files(manifest, stream)
         self.manifest = manifest
@@ -184,7 +175,10 @@ class _Run:
             if self.writer is not None:
                 self._tally(self.writer)
                 self.writer.close()
+            getattr(stream, "close", lambda: None)()  # the native Hub reader's downloads and workers
         self._record_outcome(outcome, stream)
+        if outcome != "interrupted":
+            getattr(stream, "discard", lambda: None)()
         self.progress(force=True)
         return self.result(outcome)
 
@@ -205,7 +199,8 @@ class _Run:
         """Add records until the target is reached, the source ends or a stop is asked for; returns the outcome.
 
         The per-record loop of the whole bootstrap: what it reads often is kept in locals."""
-        encode_fn, target, file_bytes = encoder(self.config.fields), self.config.target_bytes, self.file_bytes
+        encode_fn = (lambda record, line: line) if getattr(stream, "encoded", False) else encoder(self.config.fields)
+        target, file_bytes = self.config.target_bytes, self.file_bytes
         every = self.config.checkpoint_bytes
         next_checkpoint = self.total_bytes + every
         writer = self.writer

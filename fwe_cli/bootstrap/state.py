@@ -16,6 +16,7 @@ from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError
 from fwe_cli.bootstrap.manifest import FORMAT, Layout, listed_file_problems, load_manifest
+from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordSpec, RecordStream
 
 # Free space needed beyond the bytes still to write: the last record overshoots the target by up to ~120 KB,
@@ -33,7 +34,7 @@ def identity(config: BootstrapConfig, layout: Layout) -> dict:
     if config.source == "local":
         args["local_path"] = os.path.abspath(config.local_path)
     elif config.source == "hub":
-        args.update(dataset=config.dataset, name=config.name, split=config.split)
+        args.update(dataset=config.dataset, name=config.name, split=config.split, hub_reader=config.hub_reader)
     else:
         args["seed"] = config.seed
     return args
@@ -74,6 +75,7 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
     if config.force:
         for path, _index in layout.own_files():
             _remove(path)
+        _remove_downloads(layout)
         return None
     manifest = load_manifest(layout)
     if manifest is None:
@@ -81,7 +83,10 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
             raise OutputError(f"{layout.out} exists and is not an fwe bootstrap (no {os.path.basename(layout.manifest_path)}):"
                               " choose a new or empty --out, or pass --force to write there anyway")
         return None
-    diffs = _differences(manifest.get("args", {}), identity(config, layout))
+    old = dict(manifest.get("args", {}))
+    if old.get("source") == "hub":
+        old.setdefault("hub_reader", "datasets")  # made before the native reader existed
+    diffs = _differences(old, identity(config, layout))
     if diffs:
         raise OutputError(f"{layout.out} holds a bootstrap made with different arguments ({'; '.join(diffs)}): "
                           "re-run with the original arguments to resume it, pass --force to replace it, "
@@ -92,13 +97,21 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
         raise OutputError(f"bootstrap at {layout.out} is damaged: {first['name']} {first['problem']} "
                           f"({len(problems)} file(s) in all; `fwe bootstrap --verify` lists them); "
                           "pass --force to start over")
-    if not manifest["complete"]:
+    if manifest["complete"]:
+        _remove_downloads(layout)  # killed after the manifest said complete, before the folder was deleted
+    else:
         current = manifest["resume"]["part"]
         for path, index in layout.own_files():
             stale = index is not None and (index > current or (index < current and path.endswith(".partial")))
             if stale:
                 _remove(path)
     return manifest
+
+
+def _remove_downloads(layout: Layout) -> None:
+    from fwe_cli.bootstrap.hub_download import remove_tree
+
+    remove_tree(layout.download_dir)
 
 
 def preflight_disk(directory: str, remaining_bytes: int) -> dict:
@@ -133,9 +146,24 @@ def source_spec(config: BootstrapConfig, manifest: dict | None) -> RecordSpec:
                       strict=config.bad_records == "error", all_fields=config.fields == "all")
 
 
-def fresh_manifest(config: BootstrapConfig, layout: Layout, spec: RecordSpec, stream: RecordStream) -> dict:
+def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):
+    """The opened stream to copy from, at the manifest's resume point if any: a RecordStream, or for the Hub with
+    the native reader a HubFileStream (both give position(), bad, and (record, line) pairs)."""
+    resume = manifest["resume"] if manifest else None
+    if config.source == "hub" and config.hub_reader == "native":
+        from fwe_cli.bootstrap.hub_stream import open_hub_files
+
+        return open_hub_files(config, layout.download_dir, manifest)
+    return RecordStream(source_spec(config, manifest), start=resume["position"] if resume else None,
+                        bad=BadRecords(**resume["bad_records"]) if resume else None).open()
+
+
+def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
+    """The manifest of a new run reading `stream` (a RecordStream, or the native Hub reader's HubFileStream)."""
     hub, local = config.source == "hub", config.source == "local"
-    return {
+    native = getattr(stream, "manifest_fields", None)
+    by_file = native is not None
+    manifest = {
         "format": FORMAT,
         "complete": False,
         "fwe_version": fwe_cli.__version__,
@@ -144,10 +172,11 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, spec: RecordSpec, st
         "dataset": config.dataset if hub else None,
         "config": config.name if hub else None,
         "split": config.split if hub else None,
-        "revision": spec.revision,
+        "revision": stream.revision if by_file else stream.spec.revision,
         "local_path": os.path.abspath(config.local_path) if local else None,
         "seed": config.seed if config.source == "synthetic" else None,
-        "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
+        "shard": {"mod": config.shard.mod, "rem": config.shard.rem, "by": "file" if by_file else "document",
+                  "from": config.shard_origin},
         "fields": config.fields,
         "target_bytes": config.target_bytes,
         "file_bytes": None if layout.single else config.file_bytes,
@@ -162,6 +191,11 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, spec: RecordSpec, st
         "runs": [],
         "resume": None,
     }
+    if by_file:
+        manifest.update(native())
+    elif hub:
+        manifest["hub_reader"] = "datasets"
+    return manifest
 
 
 def check_source_files(manifest: dict, stream: RecordStream) -> None:

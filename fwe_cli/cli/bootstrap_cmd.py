@@ -36,6 +36,10 @@ Examples:
 
   fwe bootstrap --gb 5 --out /data/fwe --shard-mod 4 --shard-rem $NODE_RANK
 
+  sbatch --array=0-3 --wrap 'fwe bootstrap --gb 5 --out /data/fwe'    (node index from SLURM_ARRAY_TASK_ID/COUNT)
+
+From the Hub, the parquet files are downloaded (several at once, resumable, sha256-checked against the Hub's listing) and converted on every core meanwhile; the JSONL is byte-identical to --hub-reader datasets (streaming through `datasets`). Nodes split the Hub source by FILE: node r of N downloads only files i with i % N == r. With --hub-reader datasets and the other sources they split by DOCUMENT (every node reads every row and keeps doc i with i % N == r), as the loader's --shard-mod/--shard-rem do.
+
   fwe bootstrap --verify --out /data/fwe_bootstrap    (re-hash every part against the manifest)
 """
 EPILOG = BOOTSTRAP_EXIT_CODES_HELP
@@ -158,8 +162,18 @@ Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default Hu
 Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
 Split = _opt(str, "--split", panel=PANEL, help="Hub split. Default train.")
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
-ShardMod = _opt(int, "--shard-mod", panel=PANEL, help="Split the stream in N shards (nodes): doc i goes to shard i % N.")
-ShardRem = _opt(int, "--shard-rem", panel=PANEL, help="This node's shard, 0 <= rem < mod. --gb is per node.")
+ShardMod = _opt(int, "--shard-mod", panel=PANEL,
+                help="Split the source over N nodes. Hub (native reader): parquet file i goes to node i % N, each node "
+                     "downloads only its files; other sources and --hub-reader datasets: document i goes to node "
+                     "i % N (the loader's rule). Default: SLURM_ARRAY_TASK_COUNT in a SLURM array, else 1.")
+ShardRem = _opt(int, "--shard-rem", panel=PANEL, help="This node, 0 <= rem < mod. --gb is per node. Default: "
+                                                     "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN in a SLURM array.")
+HubReader = _opt(str, "--hub-reader", panel=PANEL,
+                 help="native: download the parquet files and convert them on all cores (default) | datasets: "
+                      "stream through the `datasets` library (same JSONL; splits nodes by document).")
+Workers = _opt(int, "--workers", panel=PANEL, help="Native Hub reader: conversion processes. Default: one per core.")
+Downloads = _opt(int, "--downloads", panel=PANEL,
+                 help="Native Hub reader: files downloading or waiting for conversion at a time. Default 2.")
 BadRecordPolicy = _opt(str, "--bad-records", panel=PANEL,
                        help="Malformed source record: skip (counted in the manifest) | error. Default skip.")
 Fields = _opt(str, "--fields", help="text: {text, id} per line | all: every field (local JSONL lines copied as is). "
@@ -185,6 +199,9 @@ def bootstrap(
     seed: Seed = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
+    hub_reader: HubReader = None,
+    workers: Workers = None,
+    downloads: Downloads = None,
     bad_records: BadRecordPolicy = None,
     fields: Fields = None,
     file_mb: FileMb = None,
@@ -204,8 +221,8 @@ def bootstrap(
                                  param_hint="--gb")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
-                              shard_mod=shard_mod, shard_rem=shard_rem, bad_records=bad_records, fields=fields,
-                              force=force)
+                              shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
+                              downloads=downloads, bad_records=bad_records, fields=fields, force=force)
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     try:
         with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:

@@ -56,7 +56,8 @@ def test_shards_together_hold_the_unsharded_documents_once(tmp_path, messy_jsonl
     via_cli = cli("--gb", "1", "--local-path", str(messy_jsonl), "--file-mb", "0.2", "--shard-mod", "4",
                   "--shard-rem", "1", "--out", str(tmp_path / "cli1"), tmp=tmp_path)
     assert via_cli.exit_code == 0, via_cli.stderr
-    assert lines_of(tmp_path / "cli1") == shards[1] and manifest_of(tmp_path / "cli1")["shard"] == {"mod": 4, "rem": 1}
+    assert lines_of(tmp_path / "cli1") == shards[1] and manifest_of(tmp_path / "cli1")["shard"] == {
+        "mod": 4, "rem": 1, "by": "document", "from": "flags"}
 
 
 def test_bad_records_are_counted_in_the_manifest(tmp_path, messy_jsonl):
@@ -262,7 +263,7 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream", fake_open)
     monkeypatch.setattr("fwe_cli.loader.sources.hub.hub_revision", lambda dataset: "0123abcd" * 5)
-    flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory")
+    flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory", hub_reader="datasets")
     whole = core_run(tmp_path / "whole", **flags)
     assert whole["complete"] and whole["files"] >= 3 and manifest_of(tmp_path / "whole")["revision"] == "0123abcd" * 5
     calls = iter(range(10**6))
@@ -291,7 +292,7 @@ def test_hub_endpoint_that_cannot_serve_the_sha_falls_back_to_its_default_branch
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream", fake_open)
     monkeypatch.setattr("fwe_cli.loader.sources.hub.hub_revision", lambda dataset: "f" * 40)
-    result = core_run(tmp_path / "out", gb=1, dataset="test/in-memory")
+    result = core_run(tmp_path / "out", gb=1, dataset="test/in-memory", hub_reader="datasets")
     manifest = manifest_of(tmp_path / "out")
     assert result["documents"] == 3 and manifest["revision"] == "f" * 40
     assert manifest["runs"][-1]["revision_pinned"] is False

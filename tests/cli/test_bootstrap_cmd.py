@@ -50,7 +50,8 @@ def test_directory_output_manifest_and_artifact(tmp_path):
     for key in ("source", "dataset", "config", "split", "revision", "shard", "fields", "fwe_version", "started",
                 "finished", "bad_records"):
         assert key in manifest, key
-    assert manifest["source"] == "synthetic" and manifest["shard"] == {"mod": 1, "rem": 0}
+    assert manifest["source"] == "synthetic" and manifest["shard"] == {"mod": 1, "rem": 0, "by": "document",
+                                                                      "from": "default"}
     (artifact,) = (tmp_path / "artifacts" / "bootstrap").glob("*.json")
     record = orjson.loads(artifact.read_bytes())
     for key in ("bytes", "documents", "seconds", "mb_per_s", "output", "manifest"):

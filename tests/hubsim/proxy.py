@@ -9,6 +9,12 @@ connection additionally cannot carry data until `handshake_rtts` round trips aft
 2 by default, the TCP handshake plus a TLS 1.3 handshake, as on https://huggingface.co. So with
 rtt 50 ms the first answer on a new connection arrives >= 150 ms after connect, later answers on the
 same keep-alive connection >= 50 ms after their request.
+
+`bandwidth_bps` (optional) adds a link of that many bits per second in each direction, shared by every
+connection: a chunk is sent once the link has carried the chunks booked before it (from any connection) plus
+itself, then delayed by rtt/2. A reader books its chunk when it arrives, and stops reading while the link is
+booked more than `MAX_BACKLOG_S` ahead, so a fast server is slowed down (as TCP's window would) instead of
+being buffered here. So `RttProxy(..., rtt_s=0.05, bandwidth_bps=400e6)` is a 50 ms / 400 Mbit/s path.
 """
 
 from __future__ import annotations
@@ -19,14 +25,32 @@ import threading
 import time
 
 RECV = 64 * 1024
+MAX_BACKLOG_S = 0.1
+
+
+class Link:
+    """One direction of a link of `bandwidth_bps` bits/s, shared by every connection (first come, first served)."""
+
+    def __init__(self, bandwidth_bps: float):
+        if not bandwidth_bps > 0:
+            raise ValueError(f"bandwidth_bps must be > 0, got {bandwidth_bps!r}")
+        self.seconds_per_byte = 8.0 / bandwidth_bps
+        self._free_at = 0.0
+        self._lock = threading.Lock()
+
+    def book(self, ready: float, size: int) -> float:
+        """When `size` bytes, ready at `ready`, have been carried (after every chunk booked before them)."""
+        with self._lock:
+            self._free_at = max(ready, self._free_at) + size * self.seconds_per_byte
+            return self._free_at
 
 
 class _DelayLine:
     """Reader thread stamps chunks on arrival; writer thread sends each at stamp + delay (FIFO)."""
 
     def __init__(self, src: socket.socket, dst: socket.socket, delay_s: float, not_before: float, name: str,
-                 on_done):
-        self.src, self.dst, self.delay_s, self.not_before = src, dst, delay_s, not_before
+                 on_done, link: Link | None = None):
+        self.src, self.dst, self.delay_s, self.not_before, self.link = src, dst, delay_s, not_before, link
         self._queue: queue.Queue = queue.Queue()
         self._on_done = on_done
         threading.Thread(target=self._read, name=f"{name}-read", daemon=True).start()
@@ -35,7 +59,13 @@ class _DelayLine:
     def _read(self) -> None:
         try:
             while chunk := self.src.recv(RECV):
-                self._queue.put((time.monotonic(), chunk))
+                stamp = time.monotonic()
+                if self.link is not None:
+                    stamp = self.link.book(max(stamp, self.not_before), len(chunk))
+                    backlog = stamp - time.monotonic() - MAX_BACKLOG_S
+                    if backlog > 0:
+                        time.sleep(backlog)  # the link is busy: stop reading, as a full TCP window would
+                self._queue.put((stamp, chunk))
         except OSError:
             pass
         self._queue.put((time.monotonic(), b""))
@@ -57,13 +87,16 @@ class _DelayLine:
 
 
 class RttProxy:
-    """Forwards 127.0.0.1:<port> to `upstream`, adding `rtt_s` per exchange and per new connection."""
+    """Forwards 127.0.0.1:<port> to `upstream`, adding `rtt_s` per exchange and per new connection (and, with
+    `bandwidth_bps`, a shared link of that speed each way)."""
 
     def __init__(self, upstream: tuple[str, int], rtt_s: float, handshake_rtts: int = 2,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, bandwidth_bps: float | None = None):
         if rtt_s < 0 or handshake_rtts < 0:
             raise ValueError(f"rtt_s and handshake_rtts must be >= 0, got {rtt_s!r}, {handshake_rtts!r}")
         self.upstream, self.rtt_s, self.handshake_rtts = upstream, rtt_s, handshake_rtts
+        self.bandwidth_bps = bandwidth_bps
+        self._links = (Link(bandwidth_bps), Link(bandwidth_bps)) if bandwidth_bps else (None, None)
         self.connections = 0
         self._listener = socket.create_server((host, port))
         self._listener.settimeout(0.2)
@@ -104,8 +137,9 @@ class RttProxy:
             ready = accepted + self.handshake_rtts * self.rtt_s
             done = _Countdown(2, lambda c=client, s=server: self._close_pair(c, s))
             half = self.rtt_s / 2
-            _DelayLine(client, server, half, ready, f"hubsim-rtt-{number}-up", done.tick)
-            _DelayLine(server, client, half, 0.0, f"hubsim-rtt-{number}-down", done.tick)
+            up, down = self._links
+            _DelayLine(client, server, half, ready, f"hubsim-rtt-{number}-up", done.tick, up)
+            _DelayLine(server, client, half, 0.0, f"hubsim-rtt-{number}-down", done.tick, down)
 
     def _close_pair(self, *socks: socket.socket) -> None:
         with self._lock:

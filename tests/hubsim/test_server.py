@@ -268,3 +268,31 @@ def test_build_writes_manifest(tmp_path: Path):
     assert orjson.loads((tmp_path / "hubsim.json").read_bytes()) == manifest
     with pytest.raises(ValueError, match="shards"):
         BuildSpec(shards=0)
+
+
+def test_link_books_bytes_one_after_another_across_connections():
+    """A Link carries one chunk after the other whoever books it: two 1 MB chunks ready at 0 on an 8 Mbit/s link
+    are through at 1 s and 2 s; a chunk ready after the link fell idle starts when it is ready."""
+    from tests.hubsim.proxy import Link
+
+    link = Link(8e6)
+    assert link.book(0.0, 10**6) == pytest.approx(1.0)
+    assert link.book(0.0, 10**6) == pytest.approx(2.0)
+    assert link.book(5.0, 500_000) == pytest.approx(5.5)
+    with pytest.raises(ValueError):
+        Link(0)
+
+
+def test_bandwidth_limited_proxy_keeps_bytes_and_takes_at_least_size_over_rate(hub, hubsim_root):
+    """Through RttProxy(bandwidth_bps=16 Mbit/s) a whole shard arrives unchanged, and no sooner than its size
+    over the rate (a lower bound the proxy guarantees, whatever the machine's load)."""
+    from tests.hubsim.proxy import RttProxy
+
+    data = (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
+    rate = 16e6
+    with RttProxy(("127.0.0.1", hub.server.port), rtt_s=0.0, handshake_rtts=0, bandwidth_bps=rate) as proxy:
+        started = time.monotonic()
+        status, _, body = request(proxy.url, "GET", f"{DS}/resolve/main/{SHARD0}")
+        took = time.monotonic() - started
+    assert status == 200 and body == data
+    assert took >= len(data) * 8 / rate * 0.99

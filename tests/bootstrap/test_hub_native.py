@@ -1,0 +1,177 @@
+"""`fwe bootstrap` from the test Hub with the native reader, against the `datasets` reader's output: cold, after a
+kill -9, split by file over nodes (flags or a SLURM array), with a target that needs only some files.
+
+The test Hub here has 3 parquet files of 100-row row groups (several groups per file). The `datasets` reader runs
+in a subprocess (huggingface_hub reads HF_ENDPOINT at import); the native reader reads the endpoint when used, so
+it runs in this process, except where it must be killed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.manifest import Layout
+from fwe_cli.bootstrap.run import run_bootstrap
+from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manifest_of
+from tests.helpers import run_fwe
+from tests.hubsim.clientenv import client_env
+from tests.hubsim.faults import Faults
+from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.server import HubServer
+
+FLAGS = ("--gb", "1", "--file-mb", "0.3", "--checkpoint-mb", "0.1")  # every row, in several parts
+
+
+@pytest.fixture(scope="module")
+def hub3(tmp_path_factory):
+    """A test Hub of 3 files x several 100-row row groups; yields (server, root, rows per file)."""
+    root = tmp_path_factory.mktemp("hub3")
+    manifest = build_repos(root, BuildSpec(mb=1.2, shards=3, row_group_rows=100))
+    with HubServer(root) as server:
+        yield server, root, [shard["rows"] for shard in manifest["shards"]]
+
+
+def datasets_reference(hub3, tmp: Path, *flags: str) -> Path:
+    """The bootstrap the `datasets` reader makes of the whole dataset (a sealed subprocess, cold cache)."""
+    server, _, _ = hub3
+    out = tmp / "reference"
+    env = client_env(server.url, tmp / "home-ref", tmp / "violations.jsonl")
+    done = run_fwe("bootstrap", *FLAGS, *flags, "--hub-reader", "datasets", "--out", str(out),
+                   "--artifacts-dir", str(tmp / "artifacts"), env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(hub3, tmp_path_factory) -> Path:
+    return datasets_reference(hub3, tmp_path_factory.mktemp("ref-text"))
+
+
+@pytest.fixture()
+def native_env(hub3, tmp_path, monkeypatch):
+    """This process talks to the module's test Hub, with an empty Hugging Face cache."""
+    for key, value in client_env(hub3[0].url, tmp_path / "home").items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    hub3[0].new_log(tmp_path / "requests.jsonl")
+    return hub3[0]
+
+
+def native(out: Path, **flags) -> dict:
+    return run_bootstrap(bootstrap_config(out=str(out), gb=1, file_mb=0.3, checkpoint_mb=0.1, **flags))
+
+
+def parquet_gets(server) -> Counter:
+    """GETs of parquet files by file name (each download, each resume of one, counts)."""
+    return Counter(r["path"].rsplit("/", 1)[-1] for r in server.flush()
+                   if r["method"] == "GET" and r["path"].endswith(".parquet"))
+
+
+def test_cold_native_bootstrap_is_byte_identical_to_the_datasets_reader(hub3, reference, native_env, tmp_path):
+    """The native reader (conversion on 2 worker processes) writes the same part files, byte for byte, as the
+    `datasets` reader; its manifest names the revision and the 3 files with their sha256; each file is downloaded
+    once and no download is left behind."""
+    result = native(tmp_path / "out", workers=2)
+    assert result["complete"] and result["source_exhausted"]
+    assert file_hashes(tmp_path / "out") == file_hashes(reference)
+    assert manifest_of(tmp_path / "out")["files"] == manifest_of(reference)["files"]
+    manifest = manifest_of(tmp_path / "out")
+    assert manifest["revision"] == manifest_of(reference)["revision"] and len(manifest["revision"]) == 40
+    assert [f["path"] for f in manifest["hub_files"]] == [f"sample/10BT/00{i}_00000.parquet" for i in range(3)]
+    assert all(len(f["sha256"]) == 64 for f in manifest["hub_files"]) and manifest["hub_reader"] == "native"
+    assert parquet_gets(native_env) == Counter({f"00{i}_00000.parquet": 1 for i in range(3)})
+    assert not Path(Layout.for_out(str(tmp_path / "out")).download_dir).exists() and leftovers(tmp_path / "out") == []
+
+
+def test_fields_all_is_byte_identical_too(hub3, native_env, tmp_path):
+    """With --fields all (every column) the native reader, converting in this process (--workers 0), matches the
+    `datasets` reader byte for byte."""
+    reference = datasets_reference(hub3, tmp_path / "ref", "--fields", "all")
+    native(tmp_path / "out", workers=0, fields="all")
+    assert file_hashes(tmp_path / "out") == file_hashes(reference)
+
+
+@pytest.mark.parametrize("point", ["record:900", "part-renamed:2"])
+def test_resume_after_kill_9_ends_byte_identical(hub3, reference, native_env, tmp_path, point):
+    """A native bootstrap killed by SIGKILL (mid-part, or between a part's rename and the manifest) and then
+    re-run continues from its checkpoint and ends byte-identical to the `datasets` reader's output."""
+    out = tmp_path / "out"
+    env = client_env(native_env.url, tmp_path / "home-killed")
+    killed = run_fwe("bootstrap", *FLAGS, "--out", str(out), "--artifacts-dir", str(tmp_path / "a"),
+                     env=dict(env, FWE_TEST_CRASH_AT=point), timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert manifest_of(out)["complete"] is False
+    resumed = native(out, workers=1)
+    assert resumed["complete"] and resumed["resumed_from_bytes"] > 0
+    assert file_hashes(out) == file_hashes(reference) and leftovers(out) == []
+
+
+def rows_of_file(reference: Path, rows: list[int], index: int) -> list[bytes]:
+    everything = lines_of(reference)
+    return everything[sum(rows[:index]):sum(rows[:index + 1])]
+
+
+def test_nodes_split_by_file(hub3, reference, native_env, tmp_path):
+    """--shard-mod 2 --shard-rem 1 downloads only file 1 and holds exactly its rows as the `datasets` reader wrote
+    them; node 0 holds files 0 and 2; the manifest says which files and that the split is by file."""
+    _, _, rows = hub3
+    native(tmp_path / "n1", shard_mod=2, shard_rem=1)
+    assert parquet_gets(native_env) == Counter({"001_00000.parquet": 1})
+    assert lines_of(tmp_path / "n1") == rows_of_file(reference, rows, 1)
+    manifest = manifest_of(tmp_path / "n1")
+    assert manifest["shard"] == {"mod": 2, "rem": 1, "by": "file", "from": "flags"}
+    assert [(f["index"], f["path"]) for f in manifest["hub_files"]] == [(1, "sample/10BT/001_00000.parquet")]
+    native(tmp_path / "n0", shard_mod=2, shard_rem=0)
+    assert lines_of(tmp_path / "n0") == rows_of_file(reference, rows, 0) + rows_of_file(reference, rows, 2)
+
+
+def test_slurm_array_picks_the_node_and_flags_win(hub3, reference, native_env, tmp_path):
+    """In a SLURM array (task 5 of 3 tasks numbered 4..6) `fwe bootstrap` is node 1 of 3 without flags and says so
+    in the manifest; --shard-mod/--shard-rem given on the command line win over the environment."""
+    _, _, rows = hub3
+    slurm = {"SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "4"}
+    result = cli(*FLAGS, "--out", str(tmp_path / "slurm"), tmp=tmp_path, env=slurm)
+    assert result.exit_code == 0, result.stderr
+    assert manifest_of(tmp_path / "slurm")["shard"] == {"mod": 3, "rem": 1, "by": "file", "from": "slurm"}
+    assert lines_of(tmp_path / "slurm") == rows_of_file(reference, rows, 1)
+    flags = cli(*FLAGS, "--shard-mod", "3", "--shard-rem", "2", "--out", str(tmp_path / "flags"), tmp=tmp_path,
+                env=slurm)
+    assert flags.exit_code == 0, flags.stderr
+    assert manifest_of(tmp_path / "flags")["shard"]["from"] == "flags"
+    assert lines_of(tmp_path / "flags") == rows_of_file(reference, rows, 2)
+
+
+def test_a_small_target_does_not_download_files_it_cannot_need(hub3, reference, native_env, tmp_path):
+    """With --gb 0.0005 (well inside file 0) and two downloads allowed at once, file 2 is never requested, and the
+    output is the start of the `datasets` reader's output."""
+    result = run_bootstrap(bootstrap_config(out=str(tmp_path / "small"), gb=0.0005, downloads=2, workers=1))
+    assert result["complete"] and not result["source_exhausted"]
+    assert "002_00000.parquet" not in parquet_gets(native_env)
+    got = lines_of(tmp_path / "small")
+    assert got == lines_of(reference)[:len(got)]
+
+
+def test_a_cut_download_resumes_from_the_bytes_received(hub3, reference, native_env, tmp_path):
+    """When the server cuts a parquet download after 100 kB, the next request asks for the rest only
+    (Range: bytes=100000-) and the output is still byte-identical."""
+    native_env.set_faults(Faults(drop_after_bytes=100_000, drop_count=1, drop_match=r"000_00000\.parquet"))
+    try:
+        native(tmp_path / "out", workers=1)
+    finally:
+        native_env.set_faults(Faults())
+    ranges = [r["range"] for r in native_env.flush() if r["path"].endswith("000_00000.parquet")]
+    assert ranges == ["bytes=0-", "bytes=100000-"]
+    assert file_hashes(tmp_path / "out") == file_hashes(reference)
+
+
+def test_single_file_output_holds_the_same_lines(hub3, reference, native_env, tmp_path):
+    """--out X.jsonl with the native reader writes the reference's lines into one file, and its download folder
+    (X.jsonl.hub-download beside it) is gone when complete."""
+    out = tmp_path / "one.jsonl"
+    result = run_bootstrap(bootstrap_config(out=str(out), gb=1, workers=1))
+    assert result["complete"] and lines_of(out) == lines_of(reference)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("one")) == [
+        "one.jsonl", "one.jsonl.manifest.json"]
