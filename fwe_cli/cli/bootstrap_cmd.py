@@ -15,8 +15,6 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
-from fwe_cli.bootstrap.manifest import Layout, verify_bootstrap
-from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
@@ -133,10 +131,14 @@ def _summary(result: dict, artifact: str) -> None:
 
 def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
+    from fwe_cli.bootstrap.manifest import Layout
+
     return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
 
 
 def _verify(out: str, json_out: bool) -> None:
+    from fwe_cli.bootstrap.manifest import verify_bootstrap  # the core loads when a command runs, not for --help
+
     report = verify_bootstrap(out)
     for problem in report["problems"]:
         console.print(f"[red]bad:[/] {problem['name']}: {problem['problem']}")
@@ -226,6 +228,8 @@ def bootstrap(
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     try:
         with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:
+            from fwe_cli.bootstrap.run import run_bootstrap
+
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
     except FweError as exc:
         write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
