@@ -206,9 +206,7 @@ class HubFileStream:
     def _bad(self, k: int, g: int, row: int, reason: str) -> None:
         in_file = sum(self._groups[k][1][:g]) + row + 1
         where = f"{self.listing.repo}/{self.files[k].path}:row{in_file}"
-        if self.strict:
-            raise SourceError(f"{where}: {reason} (use --bad-records skip to count it)")
-        self.bad.add(where, reason)
+        self.bad.reject(where, reason, self.strict)
 
     def close(self) -> None:
         """Stop downloading and converting; partial downloads stay for a resume."""

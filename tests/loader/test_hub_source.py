@@ -46,7 +46,7 @@ def test_loader_counts_hub_rows_without_text_and_reports_them(fake_hub):
 
 def test_loader_hub_bad_row_is_fatal_in_error_mode(fake_hub):
     """error mode: the first row without a string `text` raises SourceError naming the dataset and row."""
-    with pytest.raises(SourceError, match=r"^org/ds row 2: 'text' is null \(use --bad-records skip"):
+    with pytest.raises(SourceError, match=r"^org/ds#row2: 'text' is null \(use --bad-records skip"):
         list(DocumentStream(hub_config(fake_hub, bad_records="error")))
 
 

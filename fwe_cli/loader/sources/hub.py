@@ -66,10 +66,7 @@ def hub_rows(stream, dataset: str, bad: BadRecords, strict: bool, rows: int = 0)
         if isinstance(text, str):
             yield row, rows
             continue
-        reason = bad_text_reason(text)
-        if strict:
-            raise SourceError(f"{dataset} row {rows}: {reason} (use --bad-records skip to count it)")
-        bad.add(f"{dataset}#row{rows}", reason)
+        bad.reject(f"{dataset}#row{rows}", bad_text_reason(text), strict)
 
 
 def iter_hub(stream, dataset: str, bad: BadRecords, strict: bool) -> Iterator[Document]:

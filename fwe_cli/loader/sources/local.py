@@ -47,6 +47,12 @@ class BadRecords:
         if len(self.examples) < MAX_REPORTED_BAD:
             self.examples.append(f"{where}: {reason}")
 
+    def reject(self, where: str, reason: str, strict: bool) -> None:
+        """A malformed record at `where`: counted (skip mode), or with `strict` a SourceError naming it."""
+        if strict:
+            raise SourceError(f"{where}: {reason} (use --bad-records skip to count and skip it)")
+        self.add(where, reason)
+
     def to_dict(self) -> dict:
         return {"count": self.count, "examples": list(self.examples)}
 
@@ -149,9 +155,7 @@ def scan_jsonl(
                 reason = "not a JSON object" if not isinstance(record, dict) else (
                     "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
                 )
-            if strict:
-                raise SourceError(f"{path}:{lineno}: {reason} (use --bad-records skip to count and skip it)")
-            bad.add(f"{path}:{lineno}", reason)
+            bad.reject(f"{path}:{lineno}", reason, strict)
 
 
 def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
@@ -214,10 +218,7 @@ def scan_parquet(
             if isinstance(text, str):
                 yield record, row
                 continue
-            reason = bad_text_reason(text)
-            if strict:
-                raise SourceError(f"{path}:row{row}: {reason} (use --bad-records skip to count and skip it)")
-            bad.add(f"{path}:row{row}", reason)
+            bad.reject(f"{path}:row{row}", bad_text_reason(text), strict)
 
 
 def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
