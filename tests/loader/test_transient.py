@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
+from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason, unreachable_reason
 
 
 class FakeResponse:
@@ -50,10 +52,26 @@ def test_transient_reason_classifies_the_exception_chain(exc, expected):
     assert transient_reason(exc) == expected
 
 
-def test_retries_transient_failures_with_backoff():
-    """Two 503s then success: three calls, waits of 1 s and 2 s, a warning per retry, the result returned."""
+class FakeClock:
+    """time.monotonic stand-in that advances only when `sleep` is called."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_retries_transient_failures_with_backoff_and_one_summary_line():
+    """Two 503s then success: three calls, waits of 1 s and 2 s, the result returned, and ONE warning at the end
+    summing up the attempts, the seconds and the reasons (no line per retry)."""
     outcomes = [HTTPStatusError(503), HTTPStatusError(503), "ok"]
-    waits: list[float] = []
+    clock = FakeClock()
 
     def call():
         outcome = outcomes.pop(0)
@@ -62,10 +80,10 @@ def test_retries_transient_failures_with_backoff():
         return outcome
 
     with pytest.warns(RuntimeWarning) as warned:
-        assert call_with_retries(call, "opening x", sleep=waits.append) == "ok"
-    assert waits == [1.0, 2.0]
-    assert [str(w.message) for w in warned] == ["fwe: opening x failed (HTTP 503); retry 1/2 in 1 s",
-                                                "fwe: opening x failed (HTTP 503); retry 2/2 in 2 s"]
+        assert call_with_retries(call, "opening x", sleep=clock.sleep, clock=clock) == "ok"
+    assert clock.waits == [1.0, 2.0]
+    assert [str(w.message) for w in warned] == [
+        "fwe: opening x succeeded after 3 attempts over 3.0 s (retried: HTTP 503, HTTP 503)"]
 
 
 def test_retry_after_is_honoured_up_to_a_cap():
@@ -85,18 +103,69 @@ def test_retry_after_is_honoured_up_to_a_cap():
         assert waits == [expected]
 
 
-def test_gives_up_after_attempts_and_says_so():
-    """Always 503: the last exception is raised after 3 calls, and attempts_note reports them."""
+def test_gives_up_after_attempts_and_says_so_in_the_error_only():
+    """Always 503: the last exception is raised after 3 calls with no warning line; attempts_note (for the
+    caller's one error line) reports the attempts and the seconds they took."""
     calls = []
+    clock = FakeClock()
 
     def call():
         calls.append(1)
         raise HTTPStatusError(503)
 
-    with pytest.warns(RuntimeWarning), pytest.raises(HTTPStatusError, match="^HTTP 503$") as raised:
-        call_with_retries(call, "x", sleep=lambda s: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(HTTPStatusError, match="^HTTP 503$") as raised:
+            call_with_retries(call, "x", sleep=clock.sleep, clock=clock)
     assert len(calls) == 3
-    assert attempts_note(raised.value) == " after 3 attempts"
+    assert attempts_note(raised.value) == " after 3 attempts over 3.0 s"
+
+
+class ConnectError(Exception):
+    """Named like httpx's: the connection was refused or the name did not resolve."""
+
+
+class ReadTimeout(Exception):
+    """Named like httpx's: connected, no answer in time."""
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (chained(FileNotFoundError("not cached"), ConnectError("[Errno 111] Connection refused")),
+     "ConnectError: [Errno 111] Connection refused"),
+    (ReadTimeout("timed out"), "ReadTimeout: timed out"),
+    (ConnectionRefusedError(111, "refused"), "ConnectionRefusedError: [Errno 111] refused"),
+    (chained(ConnectionError("Couldn't reach"), OfflineModeIsEnabled("offline")), "OfflineModeIsEnabled: offline"),
+    (HTTPStatusError(503), None),
+    (chained(FileNotFoundError("not cached"), HTTPStatusError(404)), None),
+    (RemoteProtocolError("peer closed connection"), None),
+], ids=["refused-in-chain", "read-timeout", "builtin-refused", "offline", "503", "404", "cut"])
+def test_unreachable_reason_means_never_reached_or_never_answered(exc, expected):
+    """Refused/DNS/connect failures, timeouts and offline mode are 'unreachable'; an HTTP answer or a cut
+    connection (the server was there) is not."""
+    assert unreachable_reason(exc) == expected
+
+
+def test_fail_fast_gives_up_at_once_on_an_unreachable_hub_but_still_retries_a_503():
+    """fail_fast: a refused connection is raised after one call with no wait; a 503 is retried as without it."""
+    clock = FakeClock()
+
+    def refused():
+        raise chained(FileNotFoundError("not cached"), ConnectError("refused"))
+
+    with pytest.raises(FileNotFoundError) as raised:
+        call_with_retries(refused, "x", sleep=clock.sleep, clock=clock, fail_fast=True)
+    assert clock.waits == [] and attempts_note(raised.value) == ""
+    outcomes = [HTTPStatusError(503), "ok"]
+
+    def flaky():
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    with pytest.warns(RuntimeWarning, match="succeeded after 2 attempts"):
+        assert call_with_retries(flaky, "x", sleep=clock.sleep, clock=clock, fail_fast=True) == "ok"
+    assert clock.waits == [1.0]
 
 
 def test_permanent_errors_are_not_retried():

@@ -5,7 +5,10 @@ exactly what the packer consumes, so no per-document arrays travel further than 
 
 Specs: 'byte' (UTF-8 bytes 0..255, end-of-document id 256, vocab 257; needs no files), a path to a
 tokenizer.json (or a directory holding one), or a Hub model id fetched through the Hugging Face cache
-('gpt2' is an alias of 'openai-community/gpt2').
+('gpt2' is an alias of 'openai-community/gpt2'; `hub_fetch` fails fast when the Hub cannot be reached).
+GPT-2 works without the Hub: with HF_HUB_OFFLINE=1 or an unreachable Hub and no cached Hub copy, its
+tokenizer.json is built from the packaged vocabulary (`gpt2_vocab`, same ids), with one warning, and
+`source` / `backend_reason` say so.
 
 Backends for a tokenizer.json: 'tokenizers' (HFTokenizer) always works; 'tiktoken'
 (fwe_cli.loader.tokenization.tiktoken_backend; several times faster than encode_batch on GPT-2, see
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from functools import lru_cache
 from typing import Protocol, Sequence
 
@@ -29,10 +33,11 @@ import numpy as np
 from fwe_cli.loader.config import TOKENIZER_BACKENDS
 from fwe_cli.errors import TokenizerError
 from fwe_cli.loader.tokenization.tiktoken_backend import NotExpressible, replace_lone_surrogates, try_tiktoken
-from fwe_cli.loader.transient import attempts_note, call_with_retries
+from fwe_cli.loader.transient import attempts_note
 
 BYTE_EOS_ID = 256
 HUB_ALIASES = {"gpt2": "openai-community/gpt2"}
+PACKAGED_REPOS = frozenset({"openai-community/gpt2", "gpt2"})  # Hub ids whose tokenizer.json ships offline
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
 
@@ -40,6 +45,7 @@ class DocTokenizer(Protocol):
     name: str
     backend: str
     backend_reason: str
+    source: str
     vocab_size: int
     eos_id: int
 
@@ -54,6 +60,7 @@ class ByteTokenizer:
     name = "byte"
     backend = "byte"
     backend_reason = "the byte tokenizer has one backend"
+    source = "builtin"
     vocab_size = 257
     eos_id = BYTE_EOS_ID
 
@@ -77,10 +84,14 @@ class HFTokenizer:
 
     backend = "tokenizers"
 
-    def __init__(self, tokenizer, name: str, backend_reason: str = "requested"):
+    def __init__(self, tokenizer, name: str, backend_reason: str = "requested", source: str = "file",
+                 source_note: str = ""):
         self.tokenizer = tokenizer
         self.name = name
-        self.backend_reason = backend_reason
+        self.source = source
+        """Where the tokenizer.json came from: 'file', 'hub' or 'packaged' (GPT-2's packaged vocabulary)."""
+        self.source_note = source_note
+        self.backend_reason = _noted(source_note, backend_reason)
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         eos = next((t for t in EOS_CANDIDATES if tokenizer.token_to_id(t) is not None), None)
         if eos is None:
@@ -124,6 +135,7 @@ class UpgradingTokenizer:
         self.hf = hf
         self.path = path
         self.name, self.vocab_size, self.eos_id, self.eos_token = hf.name, hf.vocab_size, hf.eos_id, hf.eos_token
+        self.source, self.source_note = hf.source, hf.source_note
         self.backend_reason = "tiktoken check not started yet"
         self.check_s: float | None = None
         """Wall seconds the tiktoken proof took (None until it has ended)."""
@@ -135,6 +147,14 @@ class UpgradingTokenizer:
     @property
     def backend(self) -> str:
         return self._current.backend
+
+    @property
+    def backend_reason(self) -> str:
+        return _noted(self.source_note, self._reason)
+
+    @backend_reason.setter
+    def backend_reason(self, value: str) -> None:
+        self._reason = value
 
     def current(self) -> DocTokenizer:
         """The backend that encodes now (callers that count per backend encode with it directly)."""
@@ -175,25 +195,46 @@ class UpgradingTokenizer:
         return self._current.encode_docs(texts)
 
 
-def resolve_tokenizer_file(spec: str) -> str:
-    """Path of the tokenizer.json a spec names, downloading a Hub id through the HF cache."""
+def _noted(note: str, reason: str) -> str:
+    return f"{note}; {reason}" if note else reason
+
+
+def _resolve(spec: str) -> tuple[str, str, str]:
+    """(path of the tokenizer.json a spec names, source, source note)."""
     if os.path.isfile(spec):
-        return spec
+        return spec, "file", ""
     if os.path.isdir(spec):
         path = os.path.join(spec, "tokenizer.json")
         if os.path.isfile(path):
-            return path
+            return path, "file", ""
         raise TokenizerError(f"tokenizer directory {spec!r} has no tokenizer.json")
     if spec.endswith(".json") or spec.startswith((".", "/", "~")):
         raise TokenizerError(f"tokenizer file {spec!r} does not exist")
     repo = HUB_ALIASES.get(spec, spec)
-    try:
-        from huggingface_hub import hf_hub_download
+    from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, hub_cache_dir
 
-        return call_with_retries(lambda: hf_hub_download(repo_id=repo, filename="tokenizer.json"),
-                                 f"fetching tokenizer.json of {repo}")
-    except Exception as exc:  # network, auth, missing repo: all end here with the cause chained
+    try:
+        return fetch_hub_file(repo, "tokenizer.json"), "hub", ""
+    except HubUnreachable as exc:
+        if repo not in PACKAGED_REPOS:
+            raise TokenizerError(f"cannot fetch tokenizer.json of {repo!r}: {exc.reason}") from None
+        from fwe_cli.loader.tokenization.gpt2_vocab import packaged_gpt2_tokenizer_json
+
+        path = packaged_gpt2_tokenizer_json(hub_cache_dir())
+        offline = exc.reason.startswith("HF_HUB_OFFLINE")
+        warnings.warn(f"fwe: {repo} tokenizer.json built from the packaged GPT-2 vocabulary (same ids): "
+                      f"{exc.reason}", RuntimeWarning, stacklevel=3)
+        note = "tokenizer.json built from the packaged GPT-2 vocabulary (" + (
+            "HF_HUB_OFFLINE=1, no cached Hub copy)" if offline else "the Hub could not be reached)")
+        return path, "packaged", note
+    except Exception as exc:  # auth, missing repo, a Hub that keeps failing: all end here with the cause chained
         raise TokenizerError(f"cannot fetch tokenizer.json of {repo!r} from the Hub{attempts_note(exc)}: {exc}") from exc
+
+
+def resolve_tokenizer_file(spec: str) -> str:
+    """Path of the tokenizer.json a spec names, downloading a Hub id through the HF cache (GPT-2: built from the
+    packaged vocabulary when the Hub cannot be reached)."""
+    return _resolve(spec)[0]
 
 
 def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
@@ -205,13 +246,14 @@ def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
         raise TokenizerError(f"tokenizer backend must be one of {', '.join(TOKENIZER_BACKENDS)}; got {backend!r}")
     if spec == "byte":
         return ByteTokenizer()
-    path = resolve_tokenizer_file(spec)
+    path, source, note = _resolve(spec)
     stat = os.stat(path)
-    return _load_file(os.path.realpath(path), stat.st_mtime_ns, stat.st_size, spec, backend)
+    return _load_file(os.path.realpath(path), stat.st_mtime_ns, stat.st_size, spec, backend, source, note)
 
 
 @lru_cache(maxsize=8)
-def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str) -> DocTokenizer:
+def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str, source: str = "file",
+               note: str = "") -> DocTokenizer:
     """Parse a tokenizer.json once per process (a visible part of a first batch; more for backend 'tiktoken'):
     loaders built later reuse it, upgraded if the proof has passed (the backends are stateless and thread-safe)."""
     from tokenizers import Tokenizer
@@ -220,12 +262,15 @@ def _load_file(path: str, mtime_ns: int, size: int, name: str, backend: str) -> 
         tokenizer = Tokenizer.from_file(path)
     except Exception as exc:
         raise TokenizerError(f"cannot load tokenizer from {path}: {exc}") from exc
-    hf = HFTokenizer(tokenizer, name=name)
+    hf = HFTokenizer(tokenizer, name=name, source=source, source_note=note)
     if backend == "auto":
         return UpgradingTokenizer(hf, path)
     if backend == "tiktoken":
         try:
-            return try_tiktoken(path, hf)
+            fast = try_tiktoken(path, hf)
         except NotExpressible as exc:
             raise TokenizerError(f"tiktoken cannot stand in for {name!r}: {exc}") from None
+        fast.source, fast.source_note = source, note
+        fast.backend_reason = _noted(note, fast.backend_reason)
+        return fast
     return hf

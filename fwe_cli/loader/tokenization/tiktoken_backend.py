@@ -162,6 +162,8 @@ class TiktokenTokenizer:
     """The same ids as an HFTokenizer, computed by tiktoken (Rust; the GIL is released while it encodes)."""
 
     backend = "tiktoken"
+    source = "file"  # set by the loader to the HFTokenizer's source ('hub', 'packaged') when it builds one itself
+    source_note = ""
 
     def __init__(self, encoding, hf):
         self.encoding = encoding
