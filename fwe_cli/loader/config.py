@@ -95,8 +95,9 @@ class LoaderConfig:
     """For source 'hub': 'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the
     reference; same documents in the same order)."""
     hub_cache: bool = True
-    """For the native Hub reader: keep the file listing and the first row groups read under the Hugging Face cache,
-    so a warm start needs at most one request before its first batch; False reads everything from the Hub."""
+    """Keep the native Hub reader's file listing and first row groups under the Hugging Face cache and use a cached
+    Hub tokenizer.json as is, so a warm start needs at most one request before its first batch; False reads
+    everything from the Hub and re-validates the tokenizer."""
     tokenizer: str = "byte"
     """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2')."""
     tokenizer_threads: int = 0

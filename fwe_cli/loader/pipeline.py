@@ -171,6 +171,7 @@ class _TokenizerLoad:
 
     def __init__(self, config: LoaderConfig, on_ready: Callable[[], None]):
         self._spec, self._backend, self._on_ready = config.tokenizer, config.tokenizer_backend, on_ready
+        self._revalidate = not config.hub_cache
         self._value: DocTokenizer | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="fwe-tokenizer-load", daemon=True)
@@ -178,7 +179,7 @@ class _TokenizerLoad:
 
     def _run(self) -> None:
         try:
-            self._value = load_tokenizer(self._spec, self._backend)
+            self._value = load_tokenizer(self._spec, self._backend, self._revalidate)
             self._on_ready()
         except BaseException as exc:  # noqa: BLE001 - handed to the producer, which raises it
             self._error = exc

@@ -189,12 +189,12 @@ def test_cold_smoke_streams_from_the_server(runs):
 
 
 def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
-    """Warm (same HF_HOME): cached tokenizer and card cut requests; the batches are bit-identical."""
+    """Warm (same HF_HOME): the cached tokenizer, listing and head cache leave one request, the HEAD that checks
+    which commit main is (3 batches of 2 x 1024 come from the head cache); the batches are bit-identical."""
     warm = runs.warm.finish()
     assert warm.proc.returncode == 0, warm.proc.stderr
-    cold, warm_requests = runs.cold_requests, runs.warm_requests
-    assert 0 < len(warm_requests) < len(cold)
-    assert "GET /{repo}/resolve/main/tokenizer.json" not in [r["endpoint"] for r in warm_requests]
+    assert [r["endpoint"] for r in runs.warm_requests] == ["HEAD /datasets/{repo}/resolve/main/README.md"]
+    assert warm.result["requests"] == 1 and warm.result["source"]["head_cache"]["hits"] >= 2
     cold_arr, warm_arr = batches(runs.cold.batches_path), batches(warm.batches_path)
     assert cold_arr.shape == (3, 2, 1024)
     assert np.array_equal(cold_arr, warm_arr)

@@ -199,8 +199,8 @@ def _noted(note: str, reason: str) -> str:
     return f"{note}; {reason}" if note else reason
 
 
-def _resolve(spec: str) -> tuple[str, str, str]:
-    """(path of the tokenizer.json a spec names, source, source note)."""
+def _resolve(spec: str, revalidate: bool = False) -> tuple[str, str, str]:
+    """(path of the tokenizer.json a spec names, source, source note); `revalidate`: see fetch_hub_file."""
     if os.path.isfile(spec):
         return spec, "file", ""
     if os.path.isdir(spec):
@@ -214,7 +214,7 @@ def _resolve(spec: str) -> tuple[str, str, str]:
     from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, hub_cache_dir
 
     try:
-        return fetch_hub_file(repo, "tokenizer.json"), "hub", ""
+        return fetch_hub_file(repo, "tokenizer.json", revalidate=revalidate), "hub", ""
     except HubUnreachable as exc:
         if repo not in PACKAGED_REPOS:
             raise TokenizerError(f"cannot fetch tokenizer.json of {repo!r}: {exc.reason}") from None
@@ -237,8 +237,9 @@ def resolve_tokenizer_file(spec: str) -> str:
     return _resolve(spec)[0]
 
 
-def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
-    """Load a tokenizer from a spec ('byte', a tokenizer.json path or directory, or a Hub id).
+def load_tokenizer(spec: str, backend: str = "auto", revalidate: bool = False) -> DocTokenizer:
+    """Load a tokenizer from a spec ('byte', a tokenizer.json path or directory, or a Hub id; a Hub copy cached
+    earlier is used as is unless `revalidate`).
 
     backend 'auto': an UpgradingTokenizer (tokenizers, then tiktoken once proven identical); 'tokenizers':
     always tokenizers; 'tiktoken': tiktoken, proven before this returns, or TokenizerError saying why not."""
@@ -246,7 +247,7 @@ def load_tokenizer(spec: str, backend: str = "auto") -> DocTokenizer:
         raise TokenizerError(f"tokenizer backend must be one of {', '.join(TOKENIZER_BACKENDS)}; got {backend!r}")
     if spec == "byte":
         return ByteTokenizer()
-    path, source, note = _resolve(spec)
+    path, source, note = _resolve(spec, revalidate)
     stat = os.stat(path)
     return _load_file(os.path.realpath(path), stat.st_mtime_ns, stat.st_size, spec, backend, source, note)
 

@@ -92,13 +92,20 @@ def _single_head_attempt():
             file_download._DEFAULT_RETRY_ON_EXCEPTIONS = original
 
 
-def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None) -> str:
+def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None, revalidate: bool = False) -> str:
     """Local path of `filename` in model repo `repo`, from the HF cache or downloaded into it; HubUnreachable when
-    offline (or unreachable) with no cached copy. `head_timeout_s` defaults to HEAD_TIMEOUT_S."""
-    from huggingface_hub import hf_hub_download
+    offline (or unreachable) with no cached copy. `head_timeout_s` defaults to HEAD_TIMEOUT_S.
+
+    A copy cached by an earlier run is used without a request (a warm start's one request goes to the dataset's
+    listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     where = {"repo_id": repo, "filename": filename, "cache_dir": hub_cache_dir(), "endpoint": hub_endpoint()}
+    if not revalidate:
+        cached = try_to_load_from_cache(repo, filename, cache_dir=where["cache_dir"])
+        if isinstance(cached, str):
+            return cached
     if hub_offline():
         try:
             return hf_hub_download(**where, local_files_only=True)
