@@ -11,6 +11,8 @@ document, with references that do not go through it:
 - token_count: fineweb_subset.json records each document's GPT-2 token count from the FineWeb pipeline, which
   counted with the Hub's gpt2 tokenizer.json (datatrove's TokensCounter): counts, not ids, and only for documents
   without an e-mail/IP placeholder (FineWeb anonymised those after counting);
+- fwe-tiktoken: fwe's own tiktoken backend (`--tokenizer-backend tiktoken`), derived from that tokenizer.json and
+  proven on probes before use: the loader's fast path must give the same ids on real text too;
 - hf-files (with --hf-gpt2-dir): GPT-2 built the way transformers' GPT2Converter built the Hub's tokenizer.json,
   from the Hugging Face repo's own vocab.json + merges.txt (openai-whisper 20230124's sdist ships a copy under
   whisper/assets/gpt2/), through `tokenizers`.
@@ -116,8 +118,12 @@ def main() -> int:
     from fwe_cli.artifacts import write_json
     from fwe_cli.loader.tokenization.doc_tokenizer import HFTokenizer
 
-    offline = HFTokenizer(Tokenizer.from_file(packaged_gpt2_tokenizer_json(tempfile.mkdtemp())), "gpt2")
-    references = {"tiktoken": tiktoken_reference()}
+    from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
+
+    built = packaged_gpt2_tokenizer_json(tempfile.mkdtemp())
+    offline = HFTokenizer(Tokenizer.from_file(built), "gpt2")
+    fast = load_tokenizer(built, backend="tiktoken")
+    references = {"tiktoken": tiktoken_reference(), "fwe-tiktoken": lambda texts: [fast.encode(t) for t in texts]}
     if args.hf_gpt2_dir:
         references["hf-files"] = hf_files_reference(args.hf_gpt2_dir)
     sources = read_texts(args.data)
