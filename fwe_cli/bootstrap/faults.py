@@ -5,6 +5,8 @@
     part-fsynced  a part is complete and fsynced under its temporary name, not yet renamed
     part-renamed  a part was renamed to its final name; the manifest does not list it yet
     manifest-tmp  a new manifest is written and fsynced under its temporary name, not yet renamed
+- FWE_TEST_SIGINT_AT=POINT:N  send this process SIGINT (Ctrl-C) the N-th time it reaches POINT: an interrupt at a
+  known moment, so a test of Ctrl-C never races the run's end.
 - FWE_TEST_ENOSPC_AFTER_BYTES=N  part-file writes fail with ENOSPC ("No space left on device") once N bytes
   have been written by this process; the write that crosses N first writes what fits, as a full disk does.
 
@@ -19,6 +21,7 @@ import signal
 from typing import Mapping
 
 CRASH_VAR = "FWE_TEST_CRASH_AT"
+SIGINT_VAR = "FWE_TEST_SIGINT_AT"
 ENOSPC_VAR = "FWE_TEST_ENOSPC_AFTER_BYTES"
 POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp")
 
@@ -26,31 +29,38 @@ POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp")
 class Faults:
     """The faults configured for this process (none by default)."""
 
-    def __init__(self, crash_point: str | None = None, crash_count: int = 1, enospc_after: int | None = None):
-        if crash_point is not None and crash_point not in POINTS:
-            raise ValueError(f"{CRASH_VAR}: unknown point {crash_point!r} (known: {', '.join(POINTS)})")
+    def __init__(self, crash_point: str | None = None, crash_count: int = 1, enospc_after: int | None = None,
+                 sigint_point: str | None = None, sigint_count: int = 1):
+        for var, point in ((CRASH_VAR, crash_point), (SIGINT_VAR, sigint_point)):
+            if point is not None and point not in POINTS:
+                raise ValueError(f"{var}: unknown point {point!r} (known: {', '.join(POINTS)})")
         self.crash_point = crash_point
         self.crash_count = crash_count
+        self.sigint_point = sigint_point
+        self.sigint_count = sigint_count
         self.enospc_after = enospc_after
-        self.active = crash_point is not None or enospc_after is not None
+        self.active = crash_point is not None or enospc_after is not None or sigint_point is not None
         self._seen = 0
+        self._seen_sigint = 0
         self._written = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Faults":
         env = os.environ if env is None else env
-        point, count = None, 1
-        if env.get(CRASH_VAR):
-            point, _, raw = env[CRASH_VAR].partition(":")
-            count = int(raw or 1)
+        crash, crash_count = _point(env.get(CRASH_VAR))
+        sigint, sigint_count = _point(env.get(SIGINT_VAR))
         enospc = int(env[ENOSPC_VAR]) if env.get(ENOSPC_VAR) else None
-        return cls(point, count, enospc)
+        return cls(crash, crash_count, enospc, sigint, sigint_count)
 
     def reached(self, point: str) -> None:
         if point == self.crash_point:
             self._seen += 1
             if self._seen == self.crash_count:
                 os.kill(os.getpid(), signal.SIGKILL)
+        if point == self.sigint_point:
+            self._seen_sigint += 1
+            if self._seen_sigint == self.sigint_count:
+                os.kill(os.getpid(), signal.SIGINT)
 
     def allowed_write(self, size: int) -> int:
         """How many of `size` bytes may be written before the injected disk-full (all of them when none)."""
@@ -65,6 +75,14 @@ class Faults:
     @staticmethod
     def disk_full() -> OSError:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected by " + ENOSPC_VAR + ")")
+
+
+def _point(raw: str | None) -> tuple[str | None, int]:
+    """'POINT:N' -> (POINT, N); unset -> (None, 1)."""
+    if not raw:
+        return None, 1
+    point, _, count = raw.partition(":")
+    return point, int(count or 1)
 
 
 NO_FAULTS = Faults()

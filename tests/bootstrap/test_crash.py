@@ -83,15 +83,12 @@ def test_sigkill_from_outside_at_an_arbitrary_moment(tmp_path, reference):
 
 def test_ctrl_c_saves_a_resume_point_and_exits_130(tmp_path, reference):
     """SIGINT stops at a record boundary with a saved resume point (exit 130, a message saying to re-run);
-    the re-run finishes identical to the uninterrupted run."""
+    the re-run finishes identical to the uninterrupted run. The signal is sent by the run itself at its 1500th
+    record (FWE_TEST_SIGINT_AT), through the real handler, so it never races the run's end."""
     out = tmp_path / "out"
     args = (*SYNTH, "--out", str(out))
-    proc = _spawn(args, tmp_path)
-    _wait_for(out / "part-00001.jsonl.partial", proc)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the signal arrived (machine too fast for this size)")
+    proc = _spawn(args, tmp_path, {"FWE_TEST_SIGINT_AT": "record:1500"})
+    _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     assert "re-run the same command" in stderr
     manifest = manifest_of(out)
@@ -131,9 +128,10 @@ def test_disk_full_artifact_records_the_error(tmp_path):
     assert record["error"]["message"].startswith(f"disk full while writing {out}")
 
 
-def _spawn(args, tmp_path) -> subprocess.Popen:
+def _spawn(args, tmp_path, faults: dict | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NSA_FWE_", "FWE_TEST_"))}
     env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(faults or {})
     return subprocess.Popen([sys.executable, "-m", "fwe_cli", "bootstrap", *args, "--artifacts-dir",
                              str(tmp_path / "artifacts")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
