@@ -31,7 +31,7 @@ from tests.hubsim.fixtures import HubRun
 from tests.hubsim.server import HubServer
 
 SMOKE_TIMEOUT_S = 120.0  # a bound, not an expectation: a loaded 2-core box takes ~3-8 s per run
-STALL_TIMEOUT_S = 15.0  # --timeout of the stalled runs; their stalled request is reached after ~1-4 s even
+STALL_TIMEOUT_S = 10.0  # --timeout of the stalled runs; their stalled request is reached after ~1-3 s even
 # with a CPU hog on one core (the fixture waits for it before loading the machine with other runs)
 EXIT_SLACK_S = 20.0  # a stalled run ends by itself within --timeout + this; a hang would last until the
 # client's read timeout (CLIENT_READ_TIMEOUT_S) or until run_fwe kills it
