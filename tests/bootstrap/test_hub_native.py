@@ -7,6 +7,7 @@ it runs in this process, except where it must be killed."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -34,20 +35,35 @@ def hub3(tmp_path_factory):
         yield server, root, [shard["rows"] for shard in manifest["shards"]]
 
 
-def datasets_reference(hub3, tmp: Path, *flags: str) -> Path:
-    """The bootstrap the `datasets` reader makes of the whole dataset (a sealed subprocess, cold cache)."""
+@pytest.fixture(scope="module")
+def references(hub3, tmp_path_factory) -> dict[str, Path]:
+    """The bootstraps the `datasets` reader makes of the whole dataset with --fields text and --fields all, each a
+    sealed subprocess with a cold cache; the two run side by side."""
     server, _, _ = hub3
-    out = tmp / "reference"
-    env = client_env(server.url, tmp / "home-ref", tmp / "violations.jsonl")
-    done = run_fwe("bootstrap", *FLAGS, *flags, "--hub-reader", "datasets", "--out", str(out),
-                   "--artifacts-dir", str(tmp / "artifacts"), env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return out
+    outs, procs = {}, {}
+
+    def bootstrap(fields: str, tmp: Path) -> None:
+        env = client_env(server.url, tmp / "home-ref", tmp / "violations.jsonl")
+        procs[fields] = run_fwe("bootstrap", *FLAGS, "--fields", fields, "--hub-reader", "datasets", "--out",
+                                str(outs[fields]), "--artifacts-dir", str(tmp / "artifacts"), env=env, timeout=300)
+
+    threads = []
+    for fields in ("text", "all"):
+        tmp = tmp_path_factory.mktemp(f"ref-{fields}")
+        outs[fields] = tmp / "reference"
+        threads.append(threading.Thread(target=bootstrap, args=(fields, tmp), name=f"reference-{fields}"))
+        threads[-1].start()
+    for thread in threads:
+        thread.join()
+    assert sorted(procs) == ["all", "text"]
+    for proc in procs.values():
+        assert proc.returncode == 0, proc.stderr
+    return outs
 
 
 @pytest.fixture(scope="module")
-def reference(hub3, tmp_path_factory) -> Path:
-    return datasets_reference(hub3, tmp_path_factory.mktemp("ref-text"))
+def reference(references) -> Path:
+    return references["text"]
 
 
 @pytest.fixture()
@@ -86,12 +102,11 @@ def test_cold_native_bootstrap_is_byte_identical_to_the_datasets_reader(hub3, re
     assert not Path(Layout.for_out(str(tmp_path / "out")).download_dir).exists() and leftovers(tmp_path / "out") == []
 
 
-def test_fields_all_is_byte_identical_too(hub3, native_env, tmp_path):
+def test_fields_all_is_byte_identical_too(references, native_env, tmp_path):
     """With --fields all (every column) the native reader, converting in this process (--workers 0), matches the
     `datasets` reader byte for byte."""
-    reference = datasets_reference(hub3, tmp_path / "ref", "--fields", "all")
     native(tmp_path / "out", workers=0, fields="all")
-    assert file_hashes(tmp_path / "out") == file_hashes(reference)
+    assert file_hashes(tmp_path / "out") == file_hashes(references["all"])
 
 
 @pytest.mark.parametrize("point", ["record:900", "part-renamed:2"])

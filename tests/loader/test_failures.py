@@ -107,7 +107,7 @@ def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, prefetch):
     alive), with or without prefetch, and records why."""
     fifo = tmp_path / "stuck.jsonl"
     os.mkfifo(fifo)
-    proc = run_fwe("smoke", "--local-path", str(fifo), "--timeout", "2", prefetch, "--json",
+    proc = run_fwe("smoke", "--local-path", str(fifo), "--timeout", "1", prefetch, "--json",
                    "--artifacts-dir", str(tmp_path / "a"), timeout=30)
     assert proc.returncode == 3, proc.stderr
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
