@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import warnings
 from collections import deque
@@ -30,11 +31,8 @@ ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbea
 
 class FineWebLoader:
     def __init__(self, config: LoaderConfig):
-        if config.as_torch:
-            try:
-                import torch  # noqa: F401
-            except ImportError:
-                raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'") from None
+        if config.as_torch and importlib.util.find_spec("torch") is None:  # imported later, beside the source
+            raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'")
         self.config = config
         self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()

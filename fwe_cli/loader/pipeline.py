@@ -51,7 +51,7 @@ class Pipeline:
         self.config = config
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
-        self._tokenizer_load: _TokenizerLoad | None = None
+        self._tokenizer_load: _InBackground | None = None
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
@@ -147,10 +147,14 @@ class Pipeline:
     def __iter__(self) -> Iterator:
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
-        self._tokenizer_load = _TokenizerLoad(self.config, lambda: self.mark("tokenizer_ready"))
+        c = self.config
+        self._tokenizer_load = _InBackground(lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache),
+                                             "fwe-tokenizer-load", lambda: self.mark("tokenizer_ready"))
+        # torch (seconds to import) likewise loads beside the source, only when tensors are asked for
+        converting = _InBackground(_torch_converter, "fwe-torch-import") if c.as_torch else None
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
-        to_output = _torch_converter() if self.config.as_torch else None
+        to_output = None
         upgrading = False
         for ids in self._token_arrays():
             self.stage = "packing"
@@ -158,6 +162,8 @@ class Pipeline:
             for batch in packer.add(ids):
                 self.batches += 1
                 self.mark("first_batch")
+                if converting is not None and to_output is None:
+                    to_output = converting.result()
                 yield to_output(batch) if to_output else batch
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
@@ -166,32 +172,31 @@ class Pipeline:
         self.stage = "finished"
 
 
-class _TokenizerLoad:
-    """load_tokenizer on a named daemon thread; `result()` waits for it and re-raises its error in the caller."""
+class _InBackground:
+    """`fn()` on a named daemon thread, started now; `result()` waits for it and re-raises its error in the caller."""
 
-    def __init__(self, config: LoaderConfig, on_ready: Callable[[], None]):
-        self._spec, self._backend, self._on_ready = config.tokenizer, config.tokenizer_backend, on_ready
-        self._revalidate = not config.hub_cache
-        self._value: DocTokenizer | None = None
+    def __init__(self, fn: Callable[[], object], name: str, on_done: Callable[[], None] = lambda: None):
+        self._fn, self._on_done = fn, on_done
+        self._value: object = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fwe-tokenizer-load", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._value = load_tokenizer(self._spec, self._backend, self._revalidate)
-            self._on_ready()
+            self._value = self._fn()
+            self._on_done()
         except BaseException as exc:  # noqa: BLE001 - handed to the producer, which raises it
             self._error = exc
 
-    def result(self) -> DocTokenizer:
+    def result(self):
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[return-value]
+        return self._value
 
-    def ready(self, timeout: float) -> DocTokenizer | None:
-        """The tokenizer if it has loaded within `timeout`, else None (failed or still loading)."""
+    def ready(self, timeout: float):
+        """The value if `fn` has returned within `timeout`, else None (failed or still running)."""
         self._thread.join(timeout)
         return self._value
 
