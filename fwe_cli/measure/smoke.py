@@ -118,8 +118,11 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         elapsed = time.perf_counter() - loader.created
         loader.close(join_timeout=0.5 if error else 2.0)
     result = _result(config, loader.stats(), pulled, error, elapsed)
+    sent = request_times()[requests_before:]
+    produced = loader.pipeline.marks.get("first_batch")
     result.update({
-        "requests": len(request_times()) - requests_before if counting else None,
+        "requests": len(sent) if counting else None,
+        "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
         "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started, "finished": utc_iso(),
     })
     if save_path and pulled:
@@ -146,6 +149,7 @@ def _result(config: LoaderConfig, stats: dict, pulled: list[np.ndarray], error: 
         "tokens_per_s": round(tokens / elapsed, 1) if tokens else 0.0,
         # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
         "requests": None,
+        "requests_first_batch": None,  # of those, sent before the first batch was produced
         "tokenizer": tok,
         "source": stats["source"],
         "fallback": stats["fallback"],

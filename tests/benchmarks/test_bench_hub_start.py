@@ -32,8 +32,9 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
         assert run["rc"] == 0 and run["batch_shape"] == [8, 1024] and run["batch_identical"] is True, run
         assert run["server_requests"] == len(run["server_requests_detail"]) > 0
         if run["peer"] == "fwe":
-            # fwe counts the requests it sent through huggingface_hub; this server answered exactly those
-            assert run["fwe_ok"] is True and run["fwe_requests"] == run["server_requests"]
+            # fwe counts the requests it sent through huggingface_hub; this server logged those, and at most one
+            # more that the abandoned read-ahead sent after the count (see test_hub_smoke's AFTER_COUNT_SLACK)
+            assert run["fwe_ok"] is True and 0 <= run["server_requests"] - run["fwe_requests"] <= 1
             assert run["first_batch_s"] > 0
 
     assert set(report["summary"]) == {"script", "fwe"}

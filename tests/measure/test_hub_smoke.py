@@ -42,14 +42,18 @@ HANDSHAKE_RTTS = 2
 STALLS = {"file-listing": (r"/paths-info/", "opening source (Hub file listing"),
           "data-read": (r"range=bytes=4-", "reading first document")}
 
-# What a cold `fwe smoke` (native Hub reader, huggingface_hub 2.4, telemetry off) calls. The tokenizer loads
-# on its own thread beside the listing, so the two sequences interleave: compared as a multiset.
-# A client upgrade that changes this list fails test_cold_endpoint_list_is_pinned: update it knowingly.
+# What a cold `fwe smoke` (native Hub reader, huggingface_hub 2.4, telemetry off) calls before its first batch.
+# The tokenizer loads on its own thread beside the listing, so the two sequences interleave: compared as a
+# multiset. A client upgrade that changes this list fails test_cold_endpoint_list_is_pinned: update it knowingly.
 TOKENIZER_ENDPOINTS = ["HEAD /{repo}/resolve/main/tokenizer.json", "GET /{repo}/resolve/main/tokenizer.json"]
 LISTING_ENDPOINTS = ["GET /api/datasets/{repo}/revision/main", "POST /api/datasets/{repo}/paths-info/{sha}"]
 PARQUET = "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet"
-# footers of both files (read ahead), then the first row group of each: 3 batches of 2 x 1024 need only those
-COLD_ENDPOINTS = TOKENIZER_ENDPOINTS + LISTING_ENDPOINTS + [PARQUET] * 4
+# the first file's footer and first row group hold the first batch; the reader fetches nothing else before it
+COLD_ENDPOINTS = TOKENIZER_ENDPOINTS + LISTING_ENDPOINTS + [PARQUET] * 2
+# After the first batch the read-ahead runs, and a run ends by abandoning it, so how far it got varies. The one
+# read-ahead thread may have passed its last stop check and not yet sent its request when the run counts them:
+# the server may log at most that one request more than the client counted.
+AFTER_COUNT_SLACK = 1
 
 
 def smoke_args(workdir: Path, name: str, timeout: float, reader: str) -> list[str]:
@@ -189,12 +193,14 @@ def test_cold_smoke_streams_from_the_server(runs):
 
 
 def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
-    """Warm (same HF_HOME): the cached tokenizer, listing and head cache leave one request, the HEAD that checks
-    which commit main is (3 batches of 2 x 1024 come from the head cache); the batches are bit-identical."""
+    """Warm (same HF_HOME): the cached tokenizer, listing and head cache leave one request before the first batch,
+    the HEAD that checks which commit main is (the batches come from the head cache); any later request is the
+    read-ahead's, a range past the cached ones; the batches are bit-identical."""
     warm = runs.warm.finish()
     assert warm.proc.returncode == 0, warm.proc.stderr
-    assert [r["endpoint"] for r in runs.warm_requests] == ["HEAD /datasets/{repo}/resolve/main/README.md"]
-    assert warm.result["requests"] == 1 and warm.result["source"]["head_cache"]["hits"] >= 2
+    assert warm.result["requests_first_batch"] == 1 and warm.result["source"]["head_cache"]["hits"] >= 2
+    first, *later = [r["endpoint"].split(" range=")[0] for r in runs.warm_requests]
+    assert first == "HEAD /datasets/{repo}/resolve/main/README.md" and set(later) <= {PARQUET}
     cold_arr, warm_arr = batches(runs.cold.batches_path), batches(warm.batches_path)
     assert cold_arr.shape == (3, 2, 1024)
     assert np.array_equal(cold_arr, warm_arr)
@@ -202,13 +208,18 @@ def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
 
 
 def test_cold_endpoint_list_is_pinned(runs):
-    """The cold requests are exactly COLD_ENDPOINTS (as a multiset: tokenizer and listing run side by side), all
-    answered; within the listing's own thread the order is fixed: revision, then paths-info, then the data."""
+    """Before its first batch a cold run sends exactly COLD_ENDPOINTS (as a multiset: tokenizer and listing run side
+    by side), all answered; within the listing's own thread the order is fixed: revision, then paths-info, then the
+    data, each parquet range read once."""
+    cold = runs.cold.finish()
     seen = [r["endpoint"].split(" range=")[0] for r in runs.cold_requests]
-    assert sorted(seen) == sorted(COLD_ENDPOINTS)
+    assert cold.result["requests_first_batch"] == len(COLD_ENDPOINTS)
+    assert sorted(seen[:len(COLD_ENDPOINTS)]) == sorted(COLD_ENDPOINTS)
     assert all(r["status"] in (200, 206) for r in runs.cold_requests)
     listing_then_data = [e for e in seen if e not in TOKENIZER_ENDPOINTS]
-    assert listing_then_data == LISTING_ENDPOINTS + [PARQUET] * 4
+    assert listing_then_data[:4] == LISTING_ENDPOINTS + [PARQUET] * 2 and set(listing_then_data[2:]) == {PARQUET}
+    ranges = [(r["path"], r["range"]) for r in runs.cold_requests if r["path"].endswith(".parquet")]
+    assert len(ranges) == len(set(ranges))
 
 
 def test_added_rtt_cold_first_batch_and_request_count(runs):
@@ -220,8 +231,7 @@ def test_added_rtt_cold_first_batch_and_request_count(runs):
     assert cold.proc.returncode == 0, cold.proc.stderr
     artifact = orjson.loads(Path(cold.result["artifact"]).read_bytes())
     requests = runs.cold_requests
-    assert len(requests) == len(COLD_ENDPOINTS)
-    assert artifact["requests"] == len(requests)
+    assert 0 <= len(requests) - artifact["requests"] <= AFTER_COUNT_SLACK
     assert runs.cold_connections >= 1
     assert len({r["conn"] for r in requests}) == runs.cold_connections, "every request came through the proxy"
     assert artifact["first_batch_s"] >= (4 + HANDSHAKE_RTTS) * RTT_S

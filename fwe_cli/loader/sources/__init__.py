@@ -87,6 +87,11 @@ class DocumentStream:
         self._reader = HubParquetReader(listing, head=self.head)
         return iter_rows(self._reader)
 
+    def first_batch_out(self) -> None:
+        """The first batch is out: background reads may run ahead now (the native reader holds them back before)."""
+        if self._reader is not None:
+            self._reader.first_batch_out()
+
     def close(self) -> None:
         """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""
         if self._reader is not None:

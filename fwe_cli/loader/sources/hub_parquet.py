@@ -139,6 +139,13 @@ class _Failure:
 
 
 _END = object()
+GATE_POLL_S = 0.05  # how often a gated read re-checks its condition (it is also woken when the condition changes)
+
+
+class _Stopped(Exception):
+    """close() was called before a network read could start: the read-ahead ends without one."""
+
+
 _CLOSED = object()  # put by close(): wakes a consumer waiting on the queue
 
 
@@ -156,6 +163,12 @@ class HubParquetReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
         self._started = False
+        # The network gate: before the first batch is out, a range that is not in the head cache is fetched only
+        # when the consumer is waiting for it. A first batch then costs exactly the requests it needs (warm: none
+        # past the cache), and reading ahead starts once it is out (`first_batch_out`).
+        self._gate = threading.Condition()
+        self._open = False
+        self._consumer_waiting = False
 
     def _put(self, item) -> bool:
         while not self._stop.is_set():
@@ -173,6 +186,11 @@ class HubParquetReader:
             data = self.head.get(file.path, start, end)
             if data is not None:
                 return data
+        with self._gate:
+            while not (self._open or self._stop.is_set() or (self._consumer_waiting and self._queue.empty())):
+                self._gate.wait(GATE_POLL_S)
+        if self._stop.is_set():
+            raise _Stopped()
         data = fetch_range(url, start, end)
         if self._caching:
             self._caching = self.head.put(file.path, start, data)
@@ -193,8 +211,27 @@ class HubParquetReader:
                     if not self._put(("group", group, start, self._read(url, file, start, end))):
                         return
             self._put(_END)
+        except _Stopped:
+            return
         except BaseException as exc:  # noqa: BLE001 - everything reaches the consumer
             self._put(_Failure(exc))
+
+    def first_batch_out(self) -> None:
+        """Open the network gate: read ahead freely from now on."""
+        with self._gate:
+            self._open = True
+            self._gate.notify_all()
+
+    def _get(self):
+        """The next queued item; while it waits on an empty queue, the consumer lets the read-ahead fetch."""
+        if self._queue.empty():
+            with self._gate:
+                self._consumer_waiting = True
+                self._gate.notify_all()
+        try:
+            return self._queue.get()
+        finally:
+            self._consumer_waiting = False
 
     def __iter__(self) -> Iterator:
         import pyarrow.parquet as pq
@@ -206,7 +243,7 @@ class HubParquetReader:
         view = parquet = names = None
         try:
             while True:
-                item = self._queue.get()
+                item = self._get()
                 if item is _END or item is _CLOSED:
                     return
                 if isinstance(item, _Failure):
@@ -219,7 +256,9 @@ class HubParquetReader:
                     continue
                 _, group, start, data = item
                 view.put(start, data)
-                yield parquet.read_row_group(group, columns=names)
+                # in this thread: pyarrow's own decode threads, left alive at interpreter exit, abort the process
+                # ("terminate called without an active exception") in a few runs in a hundred
+                yield parquet.read_row_group(group, columns=names, use_threads=False)
                 view.drop(keep=1)
         finally:
             self.close()
@@ -227,7 +266,9 @@ class HubParquetReader:
     def close(self) -> None:
         """Stop reading ahead; a range read in flight is abandoned, not awaited. Safe from another thread: a
         consumer waiting for the next row group wakes up and its iteration ends."""
-        self._stop.set()
+        with self._gate:
+            self._stop.set()
+            self._gate.notify_all()
         try:
             while True:
                 self._queue.get_nowait()
