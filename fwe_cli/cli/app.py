@@ -35,4 +35,7 @@ app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(b
 
 
 def main() -> None:
+    from fwe_cli.cli.output import warnings_as_lines
+
+    warnings_as_lines()
     app()

@@ -23,3 +23,16 @@ def fmt_s(value: float | None) -> str:
 
 def fmt_ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} ms"
+
+
+def warnings_as_lines() -> None:
+    """Show warnings (a loud fallback, a call that needed retries, GPT-2 from the packaged vocabulary) as one line
+    each on stderr, not Python's two (file:line, then the source line). Installed by the `fwe` process itself."""
+    import warnings
+
+    from rich.markup import escape
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+
+    warnings.showwarning = show

@@ -125,8 +125,11 @@ def _smoke_on_fifo(tmp_path, *args: str):
 def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path):
     """A source that never yields (a FIFO nobody writes) with --synthetic-on-fail: the loader's deadline ends
     the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first): exit 0, one
-    JSON object on stdout recording the fallback, equal to the artifact."""
+    JSON object on stdout recording the fallback, equal to the artifact; the warning is one line on stderr."""
     proc, data = _smoke_on_fifo(tmp_path, "--synthetic-on-fail", "--timeout", "3")
+    warned = [line for line in proc.stderr.splitlines() if "FALLING BACK" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: fwe: FALLING BACK TO SYNTHETIC DATA")
+    assert "RuntimeWarning" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert data["ok"] is True and data["error"] is None and data["batches"] == 3
     assert data["fallback"]["from_source"] == "local" and data["fallback"]["to_source"] == "synthetic"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
 from typing import Callable, Iterator
 
 from fwe_cli.loader.config import LoaderConfig
@@ -80,6 +82,9 @@ class DocumentStream:
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
 
         c = self.config
+        # pyarrow takes a tenth of a second to import: it loads while the listing waits on the network
+        threading.Thread(target=importlib.import_module, args=("pyarrow.parquet",), name="fwe-import-pyarrow",
+                         daemon=True).start()
         self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
         listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
         self.revision, self.files = listing.revision, [f.path for f in listing.files]
