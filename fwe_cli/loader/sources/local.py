@@ -130,17 +130,24 @@ def _open_binary(path: str) -> BinaryIO:
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
 
 
+def numbered_lines(handle, start: int, lineno: int) -> Iterator[tuple[bytes, int, int]]:
+    """(line, its number, the byte offset just after it) for each line from byte `start` (just after line `lineno`):
+    the positions a resume point records."""
+    if start:
+        handle.seek(start)
+    offset = start
+    for line in handle:
+        lineno += 1
+        offset += len(line)
+        yield line, lineno, offset
+
+
 def scan_jsonl(
     path: str, bad: BadRecords, strict: bool, start: int = 0, lineno: int = 0
 ) -> Iterator[tuple[dict, str, int, int, bytes]]:
     """(record, text, lineno, end_offset, line) for each good record, from byte `start` (just after line `lineno`)."""
     with _open_binary(path) as handle:
-        if start:
-            handle.seek(start)
-        offset = start
-        for line in handle:
-            lineno += 1
-            offset += len(line)
+        for line, lineno, offset in numbered_lines(handle, start, lineno):
             if line.isspace():  # not strip(), which copies every line: visible in a profile of a local bootstrap
                 continue
             try:
@@ -169,12 +176,7 @@ def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
 def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, int, int]]:
     """(text, lineno, end_offset) for each non-blank line, from byte `start` (just after line `lineno`)."""
     with open(path, "rb", buffering=1 << 20) as handle:
-        if start:
-            handle.seek(start)
-        offset = start
-        for line in handle:
-            lineno += 1
-            offset += len(line)
+        for line, lineno, offset in numbered_lines(handle, start, lineno):
             text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
             if text.strip():
                 yield text, lineno, offset
