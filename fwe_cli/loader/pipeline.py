@@ -24,9 +24,9 @@ from fwe_cli.loader.sources import DocumentStream
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
 MAX_AUTO_THREADS = 8
-# The tiktoken proof costs a fraction of a CPU-second on a thread beside the producer: a long run wins it back many
+# The tiktoken proof costs CPU on a thread beside the producer: a long run wins it back many
 # times over, a short one (a smoke of a few batches) would only pay it at its exit. It starts once this many
-# documents have been read (a training run gets there within its first second).
+# documents have been read (a training run gets there at once).
 UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
 
@@ -150,7 +150,7 @@ class Pipeline:
         c = self.config
         self._tokenizer_load = _InBackground(lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache),
                                              "fwe-tokenizer-load", lambda: self.mark("tokenizer_ready"))
-        # torch (seconds to import) likewise loads beside the source, only when tensors are asked for
+        # torch (slow to import) likewise loads beside the source, only when tensors are asked for
         converting = _InBackground(_torch_converter, "fwe-torch-import") if c.as_torch else None
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)

@@ -23,7 +23,7 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     """The q-th percentile (0-100) of sorted values, interpolated linearly between ranks (numpy's default method).
 
     Plain Python: numpy's first np.percentile call in a process loads its lazy submodules, which costs a short run
-    (a smoke's summary after one batch) more than all its sorting."""
+    (a smoke's summary after one batch) more than the sorting does."""
     rank = (len(ordered) - 1) * q / 100.0
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)

@@ -82,7 +82,7 @@ class DocumentStream:
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
 
         c = self.config
-        # pyarrow takes a tenth of a second to import: it loads while the listing waits on the network
+        # pyarrow is slow to import: it loads while the listing waits on the network
         threading.Thread(target=importlib.import_module, args=("pyarrow.parquet",), name="fwe-import-pyarrow",
                          daemon=True).start()
         self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
