@@ -14,7 +14,8 @@ import hashlib
 import os
 
 from fwe_cli.artifacts import write_atomic
-from fwe_cli.loader.sources.hub_listing import HubListing, cache_root
+from fwe_cli.loader.hub_env import fwe_cache_dir
+from fwe_cli.loader.sources.hub_listing import HubListing
 
 # Enough for the footer and the first row groups of FineWeb-Edu's first file (row groups of 1,000 documents),
 # which hold far more than a first batch's tokens; small enough to keep per revision without a thought.
@@ -26,7 +27,7 @@ class HeadCache:
 
     def __init__(self, listing: HubListing, budget: int = HEAD_CACHE_BYTES):
         key = f"{listing.config or 'default'}\0{listing.split}".encode()
-        self.directory = os.path.join(cache_root(), "heads", listing.repo.replace("/", "--"), listing.revision,
+        self.directory = os.path.join(fwe_cache_dir(), "heads", listing.repo.replace("/", "--"), listing.revision,
                                       hashlib.sha256(key).hexdigest()[:16])
         self.budget = budget
         self.hits = 0

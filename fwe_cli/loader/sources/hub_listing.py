@@ -18,6 +18,7 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, offline
 from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
 
 LISTING_FORMAT = 1
@@ -63,30 +64,12 @@ class HubListing:
                    tuple(HubFile(**f) for f in data["files"]))
 
 
-def endpoint() -> str:
-    """The Hub endpoint, read when used (HF_ENDPOINT), so one process can be pointed at another server."""
-    from huggingface_hub import constants
-
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-
-
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def cache_root() -> str:
-    """Where listings (and the head cache) live: beside the Hugging Face hub cache, so clearing one clears both."""
-    hub_cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
-    return os.path.join(hub_cache, "fwe")
-
-
 def _listing_path(repo: str, config: str | None, split: str, sha: str) -> str:
-    return os.path.join(cache_root(), "listings", repo.replace("/", "--"), config or "default", split, f"{sha}.json")
+    return os.path.join(fwe_cache_dir(), "listings", repo.replace("/", "--"), config or "default", split, f"{sha}.json")
 
 
 def _ref_path(repo: str, revision: str) -> str:
-    return os.path.join(cache_root(), "refs", repo.replace("/", "--"), revision.replace("/", "%2F"))
+    return os.path.join(fwe_cache_dir(), "refs", repo.replace("/", "--"), revision.replace("/", "%2F"))
 
 
 def _read_cached(repo: str, config: str | None, split: str, sha: str) -> HubListing | None:
@@ -231,7 +214,7 @@ def resolve_listing(repo: str, config: str | None, split: str, revision: str | N
     revision = revision or "main"
     if use_cache:
         sha = revision if _SHA.match(revision) else None
-        if hub_offline():
+        if offline():
             sha = sha or _cached_ref(repo, revision)
             cached = _read_cached(repo, config, split, sha) if sha else None
             if cached is None:

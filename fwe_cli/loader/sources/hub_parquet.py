@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.sources.hub_head_cache import HeadCache
-from fwe_cli.loader.sources.hub_listing import HubFile, HubListing, endpoint
+from fwe_cli.loader.hub_env import endpoint
+from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
 FOOTER_PROBE = 64 * 1024

@@ -211,7 +211,8 @@ def _resolve(spec: str, revalidate: bool = False) -> tuple[str, str, str]:
     if spec.endswith(".json") or spec.startswith((".", "/", "~")):
         raise TokenizerError(f"tokenizer file {spec!r} does not exist")
     repo = HUB_ALIASES.get(spec, spec)
-    from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, hub_cache_dir
+    from fwe_cli.loader.hub_env import hub_cache_dir
+    from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file
 
     try:
         return fetch_hub_file(repo, "tokenizer.json", revalidate=revalidate), "hub", ""

@@ -21,10 +21,10 @@ import), so one process can be pointed elsewhere; HF_HUB_ETAG_TIMEOUT, when set,
 
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 
+from fwe_cli.loader.hub_env import endpoint, hub_cache_dir, offline
 from fwe_cli.loader.transient import call_with_retries, unreachable_reason
 
 HEAD_TIMEOUT_S = 5.0
@@ -40,36 +40,6 @@ class HubUnreachable(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def hub_offline() -> bool:
-    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as the environment says now, or as huggingface_hub read it."""
-    from huggingface_hub import constants
-
-    if "HF_HUB_OFFLINE" in os.environ:
-        return _truthy(os.environ["HF_HUB_OFFLINE"]) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE"))
-    return _truthy(os.environ.get("TRANSFORMERS_OFFLINE")) or constants.HF_HUB_OFFLINE
-
-
-def hub_endpoint() -> str:
-    from huggingface_hub import constants
-
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-
-
-def hub_cache_dir() -> str:
-    """The hub cache huggingface_hub would use if it read HF_HUB_CACHE / HF_HOME now."""
-    from huggingface_hub import constants
-
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return constants.HF_HUB_CACHE
 
 
 @contextmanager
@@ -101,12 +71,12 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    where = {"repo_id": repo, "filename": filename, "cache_dir": hub_cache_dir(), "endpoint": hub_endpoint()}
+    where = {"repo_id": repo, "filename": filename, "cache_dir": hub_cache_dir(), "endpoint": endpoint()}
     if not revalidate:
         cached = try_to_load_from_cache(repo, filename, cache_dir=where["cache_dir"])
         if isinstance(cached, str):
             return cached
-    if hub_offline():
+    if offline():
         try:
             return hf_hub_download(**where, local_files_only=True)
         except LocalEntryNotFoundError:
