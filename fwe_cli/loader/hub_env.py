@@ -3,11 +3,19 @@
 huggingface_hub reads HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE once, at import; these functions read
 them when called, so one process can be pointed at another server or cache (tests do, in-process). The native Hub
 reader and the tokenizer fetch both use them.
+
+A warm start's path to its first batch avoids importing huggingface_hub's HTTP stack (httpx, its SSL context, the
+file_download module): that import costs more CPU than the whole rest of a warm open, and on a warm start it would
+serve one HEAD request. So this module also has the few pieces of the Hub's conventions that path needs, read the
+way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`), the token
+(`token`), and one plain HEAD request (`head`). Every other request goes through huggingface_hub.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 
 def _truthy(value: str | None) -> bool:
@@ -44,3 +52,96 @@ def hub_cache_dir() -> str:
 def fwe_cache_dir() -> str:
     """fwe's own Hub caches (listings, head cache): inside the hub cache, so clearing that cache clears them."""
     return os.path.join(hub_cache_dir(), "fwe")
+
+
+# -- the request clock ---------------------------------------------------------------------------------------------
+_sent: list[float] = []
+_sent_lock = threading.Lock()
+
+
+def note_request() -> None:
+    """Record that an HTTP request to the Hub is being sent now (perf_counter time)."""
+    with _sent_lock:
+        _sent.append(time.perf_counter())
+
+
+def request_times() -> list[float]:
+    """perf_counter time of every Hub request recorded in this process (huggingface_hub's, once `fwe_cli.measure.
+    hub_requests` counts them, and `head`'s)."""
+    with _sent_lock:
+        return list(_sent)
+
+
+# -- the cache, the token and one HEAD, without huggingface_hub's HTTP stack ----------------------------------------
+def cached_file(repo: str, filename: str, repo_type: str = "model", revision: str = "main") -> str | None:
+    """Path of `filename` as an earlier download left it in the hub cache (`<type>s--<org>--<name>/refs/<revision>`
+    names a snapshot folder), or None; what huggingface_hub's try_to_load_from_cache finds."""
+    folder = os.path.join(hub_cache_dir(), f"{repo_type}s--" + repo.replace("/", "--"))
+    try:
+        with open(os.path.join(folder, "refs", revision), encoding="ascii") as handle:
+            commit = handle.read().strip()
+    except OSError:
+        commit = revision  # a commit sha names its snapshot directly
+    path = os.path.join(folder, "snapshots", commit, filename)
+    return path if commit and os.path.isfile(path) else None
+
+
+def token() -> str | None:
+    """The Hub token huggingface_hub would send: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), else the file
+    `hf auth login` wrote (HF_TOKEN_PATH, default $HF_HOME/token); None with HF_HUB_DISABLE_IMPLICIT_TOKEN."""
+    if _truthy(os.environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN")):
+        return None
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if (os.environ.get(name) or "").strip():
+            return os.environ[name].strip()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    try:
+        with open(os.environ.get("HF_TOKEN_PATH") or os.path.join(home, "token"), encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+class HttpStatusError(Exception):
+    """The Hub answered `head` with an error status; `response.status_code` and `response.headers` as httpx has
+    them, so transient.py classifies it like huggingface_hub's errors."""
+
+    def __init__(self, url: str, status: int, headers):
+        super().__init__(f"HTTP {status} for HEAD {url}")
+        self.response = type("Response", (), {"status_code": status, "headers": headers})()
+
+
+def head(url: str, timeout: float, max_redirects: int = 5) -> dict[str, str]:
+    """The headers of a HEAD request to `url` (plain urllib: proxies from the environment, the token when there is
+    one). Redirects are followed by hand, and the first answer carrying X-Repo-Commit ends them, as huggingface_hub
+    keeps the Hub's headers rather than a CDN's. Raises HttpStatusError on 4xx/5xx, and urllib's errors (which
+    chain the socket's: refused, timed out) when the Hub cannot be reached."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urljoin
+
+    from fwe_cli import __version__
+
+    class _Manual(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None  # hand the 3xx back as an HTTPError with its headers
+
+    opener = urllib.request.build_opener(_Manual)
+    headers = {"User-Agent": f"fwe/{__version__}", "Accept-Encoding": "identity"}
+    secret = token()
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    for _ in range(max_redirects + 1):
+        note_request()
+        try:
+            with opener.open(urllib.request.Request(url, headers=headers, method="HEAD"), timeout=timeout) as answer:
+                return {k.lower(): v for k, v in answer.headers.items()}
+        except urllib.error.HTTPError as exc:
+            found = {k.lower(): v for k, v in (exc.headers or {}).items()}
+            if not 300 <= exc.code < 400:
+                raise HttpStatusError(url, exc.code, exc.headers) from None
+            if "x-repo-commit" in found or "location" not in found:
+                return found
+            url = urljoin(url, found["location"])
+    raise RuntimeError(f"more than {max_redirects} redirects from HEAD {url}")

@@ -105,8 +105,8 @@ def main(t0_wall: float) -> None:
 
     config = LoaderConfig.from_dict(spec["config"])
     counting = False
-    if config.source == "hub":
-        import datasets  # noqa: F401 - part of the imports phase for Hub runs
+    if config.source == "hub" and config.hub_reader == "datasets":
+        import datasets  # noqa: F401 - part of the imports phase for Hub runs through datasets
     if uses_hub(config.source, config.tokenizer):
         counting = start_counting()
     t_imports = time.perf_counter()

@@ -1,17 +1,25 @@
-"""Count the HTTP requests huggingface_hub sends (and `datasets` through it), for smoke and measure artifacts.
+"""Count the HTTP requests sent to the Hub (by huggingface_hub, `datasets` through it, and fwe's own HEAD), for smoke
+and measure artifacts.
 
 A cold Hub start is slow because of round trips; the count (and, in `fwe measure`, its split by phase) shows
 how many. It hooks the client huggingface_hub builds for all its calls (`set_client_factory`), so it sees the
-tokenizer download, dataset card, listings and parquet range reads alike. Installed once per process.
+tokenizer download, dataset card, listings and parquet range reads alike; the one request fwe sends itself
+(`hub_env.head`) records itself. Both land on one clock, `hub_env.request_times()`.
+
+The hook is installed when huggingface_hub's HTTP module is first imported, not before: importing it (httpx) costs
+a warm start more than its whole open, and a warm start may never need it before its first batch.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 import threading
-import time
 
-_times: list[float] = []
+from fwe_cli.loader.hub_env import note_request, request_times  # noqa: F401 - request_times is this module's API
+
+HTTP_MODULE = "huggingface_hub.utils._http"
 _lock = threading.Lock()
 _installed: bool | None = None
 
@@ -21,27 +29,56 @@ def uses_hub(source: str, tokenizer: str) -> bool:
     return source == "hub" or not (tokenizer == "byte" or os.path.exists(tokenizer))
 
 
+def _hook(http) -> None:
+    import huggingface_hub
+
+    def factory():
+        client = http.default_client_factory()
+        client.event_hooks["request"].append(lambda request: note_request())
+        return client
+
+    huggingface_hub.set_client_factory(factory)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds HTTP_MODULE through the other finders, then hooks it right after it has executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != HTTP_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        from importlib.util import find_spec
+
+        spec = find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        self._inner = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._inner.exec_module(module)
+        _hook(module)
+
+
 def start_counting() -> bool:
-    """Install the counting hook (idempotent). False when this huggingface_hub offers no way to hook it."""
+    """Count from now on (idempotent): at once if huggingface_hub's HTTP module is loaded, else when it loads.
+    False when this huggingface_hub offers no way to hook it (its requests then go uncounted)."""
     global _installed
     with _lock:
         if _installed is None:
             try:
                 import huggingface_hub
-                from huggingface_hub.utils import _http
 
-                def factory():
-                    client = _http.default_client_factory()
-                    client.event_hooks["request"].append(lambda request: _times.append(time.perf_counter()))
-                    return client
-
-                huggingface_hub.set_client_factory(factory)
-                _installed = True
+                # (the lazy export table: getattr would import the HTTP module this waits for)
+                _installed = "set_client_factory" in getattr(huggingface_hub, "__all__", ())
+                if _installed and HTTP_MODULE in sys.modules:
+                    _hook(sys.modules[HTTP_MODULE])
+                elif _installed:
+                    sys.meta_path.insert(0, _AfterImport())
             except Exception:  # noqa: BLE001 - an older/newer client without the hook: counts unknown
                 _installed = False
         return _installed
-
-
-def request_times() -> list[float]:
-    """perf_counter time of every request counted so far in this process."""
-    return list(_times)

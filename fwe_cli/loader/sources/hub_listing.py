@@ -18,7 +18,7 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, offline
+from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline
 from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
 
 LISTING_FORMAT = 1
@@ -86,6 +86,12 @@ def _cached_ref(repo: str, revision: str) -> str | None:
     except OSError:
         return None
     return sha if _SHA.match(sha) else None
+
+
+def listed_before(repo: str, revision: str | None) -> bool:
+    """Whether this cache has listed `repo` at `revision` (default main) before: a warm start is likely."""
+    revision = revision or "main"
+    return _cached_ref(repo, revision) is not None
 
 
 def pattern_regex(pattern: str) -> re.Pattern:
@@ -193,12 +199,13 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
 
 
 def _head_revision(repo: str, revision: str) -> str:
-    """The commit a branch or tag points at now: one HEAD request (the commit header of the card's resolve URL)."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    """The commit a branch or tag points at now: one HEAD request (the X-Repo-Commit header of the card's resolve
+    URL), sent without huggingface_hub's HTTP stack, whose import would cost a warm start more than its open."""
+    from urllib.parse import quote
 
-    url = hf_hub_url(repo, "README.md", repo_type="dataset", revision=revision, endpoint=endpoint())
-    sha = _ask(lambda: get_hf_file_metadata(url, endpoint=endpoint(), timeout=OPEN_TIMEOUT_S),
-               f"checking which commit {repo}@{revision} is", repo).commit_hash
+    url = f"{endpoint()}/datasets/{repo}/resolve/{quote(revision, safe='')}/README.md"
+    sha = _ask(lambda: head(url, OPEN_TIMEOUT_S).get("x-repo-commit"),
+               f"checking which commit {repo}@{revision} is", repo)
     if not sha:
         raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
     return sha

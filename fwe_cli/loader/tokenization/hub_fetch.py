@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from fwe_cli.loader.hub_env import endpoint, hub_cache_dir, offline
+from fwe_cli.loader.hub_env import cached_file, endpoint, hub_cache_dir, offline
 from fwe_cli.loader.transient import call_with_retries, unreachable_reason
 
 HEAD_TIMEOUT_S = 5.0
@@ -68,14 +68,14 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
 
     A copy cached by an earlier run is used without a request (a warm start's one request goes to the dataset's
     listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does."""
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    if not revalidate:
+        cached = cached_file(repo, filename)  # read without importing huggingface_hub's download module
+        if cached is not None:
+            return cached
+    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     where = {"repo_id": repo, "filename": filename, "cache_dir": hub_cache_dir(), "endpoint": endpoint()}
-    if not revalidate:
-        cached = try_to_load_from_cache(repo, filename, cache_dir=where["cache_dir"])
-        if isinstance(cached, str):
-            return cached
     if offline():
         try:
             return hf_hub_download(**where, local_files_only=True)
