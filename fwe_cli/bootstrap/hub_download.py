@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.sources.hub_listing import HubFile
-from fwe_cli.loader.sources.hub_parquet import REQUEST_TIMEOUT_S, resolve_url
+from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S, resolve_url
 from fwe_cli.loader.transient import attempts_note, transient_reason
 
 CHUNK_BYTES = 1 << 20

@@ -10,7 +10,8 @@ import pytest
 
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.sources.hub_listing import match_files, pattern_regex, resolve_listing, split_patterns
-from fwe_cli.loader.sources.hub_parquet import FOOTER_PROBE, HubParquetReader, column_span
+from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
+from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE, column_span
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
 
 SPLIT = "train"
@@ -80,7 +81,7 @@ def test_reader_yields_every_row_in_file_order_reading_only_the_wanted_columns(h
     request is a Range read: the footer, then one span per row group holding only `text` and `id`."""
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
     hub_env.new_log("read")
-    got = [row for table in HubParquetReader(listing) for row in table.to_pylist()]
+    got = list(iter_rows(HubParquetReader(listing)))
     want = [row for path in _repo_files(hubsim_root) for row in pq.read_table(path, columns=["text", "id"]).to_pylist()]
     assert got == want
     want_ranges = Counter()
@@ -100,7 +101,7 @@ def test_closing_the_reader_early_stops_the_read_ahead_thread(hub_env):
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
     reader = HubParquetReader(listing, read_ahead=1)
     iterator = iter(reader)
-    assert next(iterator).num_rows > 0
+    assert len(next(iterator)["text"]) > 0
     iterator.close()
     reader._thread.join(timeout=30)  # a bound, not a wait for time to pass: the thread ends at its next put
     assert not reader._thread.is_alive()

@@ -62,7 +62,7 @@ def test_native_reader_reads_only_ranges_and_records_the_commit(readings):
 
 def test_warm_native_start_makes_at_most_one_request_before_reading_past_its_head_cache(readings):
     """Warm, the listing is re-validated with one HEAD (the branch's commit) and the head cache serves the first
-    ranges from disk: the requests left are that HEAD and the reads past the cache's first ranges."""
+    row groups (decoded) and footers from disk: the requests left are that HEAD and the reads past the cache."""
     warm = readings["native", "warm"]
     non_data = [r for r in warm["requests"] if not r["path"].endswith(".parquet")]
     assert [r["method"] for r in non_data] == ["HEAD"]

@@ -194,11 +194,11 @@ def test_cold_smoke_streams_from_the_server(runs):
 
 def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
     """Warm (same HF_HOME): the cached tokenizer, listing and head cache leave one request before the first batch,
-    the HEAD that checks which commit main is (the batches come from the head cache); any later request is the
-    read-ahead's, a range past the cached ones; the batches are bit-identical."""
+    the HEAD that checks which commit main is (the first batch comes from row groups the head cache keeps decoded);
+    any later request is the read-ahead's, a range past the cached ones; the batches are bit-identical."""
     warm = runs.warm.finish()
     assert warm.proc.returncode == 0, warm.proc.stderr
-    assert warm.result["requests_first_batch"] == 1 and warm.result["source"]["head_cache"]["hits"] >= 2
+    assert warm.result["requests_first_batch"] == 1 and warm.result["source"]["head_cache"]["hits"] >= 1
     first, *later = [r["endpoint"].split(" range=")[0] for r in runs.warm_requests]
     assert first == "HEAD /datasets/{repo}/resolve/main/README.md" and set(later) <= {PARQUET}
     cold_arr, warm_arr = batches(runs.cold.batches_path), batches(warm.batches_path)

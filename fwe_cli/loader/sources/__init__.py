@@ -78,19 +78,31 @@ class DocumentStream:
         """List the config's parquet files (cached), then their rows through range reads (see hub_parquet), files
         in `datasets` order; the reader's thread stops when the rows are closed or collected."""
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
-        from fwe_cli.loader.sources.hub_listing import resolve_listing
+        from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
 
         c = self.config
-        # pyarrow is slow to import: it loads while the listing waits on the network
-        threading.Thread(target=importlib.import_module, args=("pyarrow.parquet",), name="fwe-import-pyarrow",
-                         daemon=True).start()
+        # pyarrow is slow to import: a first start imports it while the listing waits on the network; a warm one
+        # only when its head cache does not hold the first row group (the reader imports it once it needs it)
+        warm = c.hub_cache and listed_before(c.dataset, c.revision)
+        if not warm:
+            _import_in_background("pyarrow.parquet")
         self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
         listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
         self.revision, self.files = listing.revision, [f.path for f in listing.files]
         self.head = HeadCache(listing) if c.hub_cache else None
         self._reader = HubParquetReader(listing, head=self.head)
+        if warm and not self._reader.starts_from_cache():
+            _import_in_background("pyarrow.parquet")
         return iter_rows(self._reader)
+
+    def prepare(self) -> None:
+        """Imports the source's first request needs, done before the pipeline starts loading the tokenizer: parsing
+        a tokenizer.json holds the GIL throughout, so a request that is not yet on the wire when it starts waits
+        for it, and a warm Hub start's one request (a HEAD, sent with urllib) would then come after the parse
+        instead of beside it."""
+        if self.config.source == "hub" and self.config.hub_reader == "native":
+            import urllib.request  # noqa: F401
 
     def first_batch_out(self) -> None:
         """The first batch is out: background reads may run ahead now (the native reader holds them back before)."""
@@ -106,3 +118,8 @@ class DocumentStream:
         """The documents the config's shard owns, indices counted over the whole stream."""
         shard = self.config.shard
         return (doc for index, doc in enumerate(docs) if shard.owns(index))
+
+
+def _import_in_background(module: str) -> None:
+    threading.Thread(target=importlib.import_module, args=(module,), name=f"fwe-import-{module.split('.')[0]}",
+                     daemon=True).start()

@@ -1,73 +1,112 @@
-"""The warm head cache: the first bytes the native Hub reader fetched (footers, first row groups), kept on disk.
+"""The warm head cache: what the native Hub reader needs to start a stream again without the network or pyarrow.
 
-A warm start then tokenizes its first batch from local disk while the read-ahead thread goes on to the network for
-the row groups after the cached ones. Entries are keyed by (repo, commit sha, file path, byte offset): a commit's
-files never change, so an entry is valid forever and needs no request to re-validate. The cache keeps at most
-`HEAD_CACHE_BYTES` per (repo, commit, config, split) listing, the first ones in stream order, and lives beside the
-listings under the Hugging Face cache (`$HF_HUB_CACHE/fwe/heads`), so clearing that cache clears it;
-`--no-cache` neither reads nor writes it.
+It holds two kinds of entries for one (repo, commit, config, split) listing:
+- footers: the bytes of a file's parquet footer, as fetched (`get` / `put`);
+- rows: the decoded `text`/`id` columns of the stream's first row groups, in stream order (`get_rows` / `put_rows`).
+
+A warm start hands the cached rows to the tokenizer straight from disk (orjson, no pyarrow: importing pyarrow costs
+a warm start more CPU than the rest of its open), while the read-ahead thread goes on to the footer and the network
+for the row groups after them. A commit's files never change, so entries are valid forever and need no request to
+re-validate. The cache keeps at most `HEAD_CACHE_BYTES` per listing, the first entries in stream order, under the
+Hugging Face cache (`$HF_HUB_CACHE/fwe/heads`), so clearing that cache clears it; `--no-cache` neither reads nor
+writes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+
+import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.loader.hub_env import fwe_cache_dir
 from fwe_cli.loader.sources.hub_listing import HubListing
 
-# Enough for the footer and the first row groups of FineWeb-Edu's first file (row groups of 1,000 documents),
-# which hold far more than a first batch's tokens; small enough to keep per revision without a thought.
+# Room for the footers and the first row groups of FineWeb-Edu's first file (1,000 documents per row group, ~5 MB
+# decoded), which hold far more than a first batch's tokens; small enough to keep per revision without a thought.
 HEAD_CACHE_BYTES = 64 * 1024 * 1024
+HEAD_CACHE_FORMAT = 2  # 1 kept the row groups' compressed bytes; 2 keeps them decoded
 
 
 class HeadCache:
-    """Byte ranges of one listing's files, read and written by the reader's read-ahead thread only."""
+    """Footers and first row groups of one listing's files. The read-ahead thread and the consumer both use it."""
 
     def __init__(self, listing: HubListing, budget: int = HEAD_CACHE_BYTES):
         key = f"{listing.config or 'default'}\0{listing.split}".encode()
-        self.directory = os.path.join(fwe_cache_dir(), "heads", listing.repo.replace("/", "--"), listing.revision,
+        self.directory = os.path.join(fwe_cache_dir(), "heads", f"v{HEAD_CACHE_FORMAT}",
+                                      listing.repo.replace("/", "--"), listing.revision,
                                       hashlib.sha256(key).hexdigest()[:16])
         self.budget = budget
         self.hits = 0
-        """Ranges served from disk in this run."""
+        """Entries served from disk in this run."""
         self.stored = 0
-        """Ranges written to disk in this run."""
-        self._used = self._size_on_disk()
+        """Entries written to disk in this run."""
+        self._used: int | None = None  # bytes on disk, counted on the first write (a warm start may never write)
+        self._lock = threading.Lock()
 
-    def _size_on_disk(self) -> int:
+    def _path(self, path: str, suffix: str) -> str:
+        return os.path.join(self.directory, f"{hashlib.sha256(path.encode()).hexdigest()[:24]}.{suffix}")
+
+    def _load(self, name: str) -> bytes | None:
         try:
-            return sum(entry.stat().st_size for entry in os.scandir(self.directory) if entry.is_file())
+            with open(name, "rb") as handle:
+                return handle.read()
         except OSError:
-            return 0
+            return None
 
-    def _path(self, path: str, start: int, end: int) -> str:
-        name = hashlib.sha256(path.encode()).hexdigest()[:24]
-        return os.path.join(self.directory, f"{name}.{start}-{end}.bin")
+    def _store(self, name: str, data: bytes) -> bool:
+        """Write one entry while the budget allows; False once it is spent or the write fails (a read-only or full
+        disk only costs the next warm start its head start)."""
+        with self._lock:
+            if self._used is None:
+                try:
+                    self._used = sum(e.stat().st_size for e in os.scandir(self.directory) if e.is_file())
+                except OSError:
+                    self._used = 0
+            if self._used + len(data) > self.budget:
+                return False
+            try:
+                write_atomic(name, data)
+            except OSError:
+                return False
+            self._used += len(data)
+            self.stored += 1
+            return True
+
+    def _hit(self) -> None:
+        with self._lock:
+            self.hits += 1
 
     def get(self, path: str, start: int, end: int) -> bytes | None:
-        """Bytes [start, end) of `path` when cached whole, else None (a damaged entry counts as absent)."""
-        try:
-            with open(self._path(path, start, end), "rb") as handle:
-                data = handle.read()
-        except OSError:
+        """Bytes [start, end) of `path` when cached whole (a footer), else None (a damaged entry counts as absent)."""
+        data = self._load(self._path(path, f"{start}-{end}.bin"))
+        if data is None or len(data) != end - start:
             return None
-        if len(data) != end - start:
-            return None
-        self.hits += 1
+        self._hit()
         return data
 
     def put(self, path: str, start: int, data: bytes) -> bool:
-        """Keep `data` (bytes at `start` of `path`) while the budget allows; False once it is spent.
+        """Keep `data` (bytes at `start` of `path`)."""
+        return self._store(self._path(path, f"{start}-{start + len(data)}.bin"), data)
 
-        A failed write (read-only or full disk) only costs the next warm start its head start."""
-        if self._used + len(data) > self.budget:
-            return False
+    def get_rows(self, path: str, group: int) -> tuple[dict[str, list], bool] | None:
+        """(columns, whether it is the file's last row group) of row group `group` of `path`, or None."""
+        data = self._load(self._path(path, f"rg{group}.json"))
         try:
-            write_atomic(self._path(path, start, start + len(data)), data)
-        except OSError:
-            return False
-        self._used += len(data)
-        self.stored += 1
-        return True
+            entry = orjson.loads(data) if data is not None else None
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(entry, dict) or not isinstance(entry.get("columns"), dict):
+            return None
+        self._hit()
+        return entry["columns"], bool(entry.get("last"))
+
+    def has_rows(self, path: str, group: int) -> bool:
+        """Whether row group `group` of `path` is kept (without reading it)."""
+        return os.path.isfile(self._path(path, f"rg{group}.json"))
+
+    def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool) -> bool:
+        """Keep row group `group` of `path` decoded; callers keep only a stream's first row groups, in order."""
+        return self._store(self._path(path, f"rg{group}.json"), orjson.dumps({"columns": columns, "last": last}))
