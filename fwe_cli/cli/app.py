@@ -35,7 +35,8 @@ app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(b
 
 
 def main() -> None:
-    from fwe_cli.cli.output import warnings_as_lines
+    from fwe_cli.cli.output import claim_process, warnings_as_lines
 
+    claim_process()
     warnings_as_lines()
     app()

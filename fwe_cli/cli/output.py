@@ -25,6 +25,31 @@ def fmt_ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} ms"
 
 
+_OWN_PROCESS = False  # set by `fwe`'s entry point; False when a command runs inside another program (CliRunner)
+
+
+def claim_process() -> None:
+    """This process is the `fwe` command itself: a command may end it without interpreter shutdown."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+
+
+def end_now(code: int) -> None:
+    """End the command with `code`. In the `fwe` process itself: flush stdout and stderr, then os._exit, so
+    interpreter shutdown neither waits for abandoned background work (a tokenizer encode or a Hub read the run
+    no longer needs, a producer stuck in a native read) nor aborts when such work ends mid-finalization. Callers
+    have written their artifact and output by then. Inside another program: typer.Exit(code), as usual."""
+    import typer
+
+    if _OWN_PROCESS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import os
+
+        os._exit(code)
+    raise typer.Exit(code)
+
+
 def warnings_as_lines() -> None:
     """Show warnings (a loud fallback, a call that needed retries, GPT-2 from the packaged vocabulary) as one line
     each on stderr, not Python's two (file:line, then the source line). Installed by the `fwe` process itself."""

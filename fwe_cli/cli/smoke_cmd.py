@@ -14,7 +14,7 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, utc_iso, write_json
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, fmt_s, print_json
+from fwe_cli.cli.output import console, end_now, fmt_s, print_json
 from fwe_cli.errors import HardTimeout
 from fwe_cli.loader.config import env_snapshot, resolve_config
 
@@ -78,16 +78,17 @@ class Watchdog:
 
 
 def _exit(code: int, result: dict) -> None:
-    """Exit with `code`; immediately (os._exit) when the producer thread could not be stopped.
+    """End the run with `code` once artifact, JSON and message are written (`end_now`: in the `fwe` process, without
+    interpreter shutdown, so it does not wait for read-ahead and encodes the run no longer needs).
 
     A producer stuck in a native read cannot be joined, and interpreter shutdown then waits on it and can abort
-    (SIGABRT while finalizing) once the read finally wakes, long after the timeout. Artifact, JSON and message are
-    written by now, so nothing is lost by skipping the shutdown."""
+    (SIGABRT while finalizing) once the read finally wakes, long after the timeout: then the process ends at once
+    even inside another program."""
     if result.get("loader", {}).get("producer_alive"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    raise typer.Exit(code)
+    end_now(code)
 
 
 def _summary(result: dict, artifact: str) -> None:
@@ -140,5 +141,4 @@ def smoke(
     if exc is not None:
         console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
         _exit(exit_code_for(exc), result)
-    if not result["ok"]:
-        _exit(EXIT_FAILED, result)
+    _exit(0 if result["ok"] else EXIT_FAILED, result)

@@ -55,8 +55,10 @@ class FineWebLoader:
     def _progress(self, info: dict) -> None:
         self.heartbeat.emit("fineweb_progress", step=self._steps, **info)
 
-    def close(self, join_timeout: float = 1.0) -> None:
-        """Stop the producer and join its thread (waiting at most `join_timeout`). Safe to call twice.
+    def close(self, join_timeout: float = 1.0, abandon_encodes: bool = False) -> None:
+        """Stop the producer and join its thread (waiting at most `join_timeout`), then the tokenizer threads once
+        their encode in flight is done, unless `abandon_encodes` (a process about to end need not wait for batches
+        it will never take). Safe to call twice.
 
         A producer blocked inside a hung source read cannot be interrupted; it is a daemon thread, it is
         reported by `producer_alive`, and it does not keep the process from exiting."""
@@ -68,6 +70,8 @@ class FineWebLoader:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
+        if not abandon_encodes and not self.producer_alive:
+            self.pipeline.join_workers()
         self.heartbeat.close()
 
     def __enter__(self) -> "FineWebLoader":

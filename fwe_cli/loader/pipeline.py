@@ -53,6 +53,7 @@ class Pipeline:
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
         self._tokenizer_load: _InBackground | None = None
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
+        self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
@@ -113,26 +114,32 @@ class Pipeline:
                 self.stage = "reading documents"
             return
         pending: deque[Future] = deque()
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize") as pool:
-            try:
-                for texts in self._doc_batches():
-                    pending.append(pool.submit(self._encode, texts))
-                    while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
-                        self.stage = "tokenizing"
-                        yield pending.popleft().result()
-                    self.stage = "reading documents"
-                while pending:
+        pool = self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
+        try:
+            for texts in self._doc_batches():
+                pending.append(pool.submit(self._encode, texts))
+                while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
                     self.stage = "tokenizing"
                     yield pending.popleft().result()
-            finally:
-                for future in pending:
-                    future.cancel()
+                self.stage = "reading documents"
+            while pending and not self._closing.is_set():
+                self.stage = "tokenizing"
+                yield pending.popleft().result()
+        finally:
+            # Closing: encodes not started are cancelled and the producer does not wait for the ones running
+            # (their results are dropped); `join_workers` waits for those.
+            pool.shutdown(wait=not self._closing.is_set(), cancel_futures=True)
 
     def close(self) -> None:
         """Stop producing: no further document batch is read or tokenized, and the source's background reads stop,
         so a producer waiting on them ends now. Any thread may call it."""
         self._closing.set()
         self.documents.close()
+
+    def join_workers(self) -> None:
+        """Wait for the encodes still running after `close` (each is one document batch) and end their threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def loaded_tokenizer(self, timeout: float = 0.0) -> DocTokenizer | None:
         """The tokenizer once loaded, waiting up to `timeout` for it; None when it failed, is late or never started."""
@@ -148,6 +155,7 @@ class Pipeline:
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
+        self.documents.prepare()
         self._tokenizer_load = _InBackground(lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache),
                                              "fwe-tokenizer-load", lambda: self.mark("tokenizer_ready"))
         # torch (slow to import) likewise loads beside the source, only when tensors are asked for

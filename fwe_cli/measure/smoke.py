@@ -116,7 +116,7 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         error = exc
     finally:
         elapsed = time.perf_counter() - loader.created
-        loader.close(join_timeout=0.5 if error else 2.0)
+        loader.close(join_timeout=0.5 if error else 2.0, abandon_encodes=True)  # its caller ends the run now
     result = _result(config, loader.stats(), pulled, error, elapsed)
     sent = request_times()[requests_before:]
     produced = loader.pipeline.marks.get("first_batch")
