@@ -4,9 +4,4 @@ Importing this package costs nothing: the loader lives in `fwe_cli.loader` (see 
 commands in `fwe_cli.cli`.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("fwe")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, provenance, write_json
@@ -56,6 +55,9 @@ class _Reporter:
 
     def __enter__(self) -> "_Reporter":
         if self.live:
+            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                       TransferSpeedColumn)
+
             self.progress = Progress(
                 TextColumn("bootstrap"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                 TextColumn("{task.fields[docs]:,} docs"), TimeRemainingColumn(), console=console, transient=False)
