@@ -135,6 +135,8 @@ class FineWebLoader:
         timeout = self.config.loader_timeout if timeout is None else timeout
         if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
             self.warmup()
+        if self._steps == 1:  # a consumer back for more than a first batch: reading ahead pays off now
+            self.pipeline.documents.read_ahead_now()
         t0 = time.perf_counter()
         if self._prefetcher is not None:
             self._queue_fill.append(self._prefetcher.qsize())

@@ -173,8 +173,6 @@ class Pipeline:
                 if converting is not None and to_output is None:
                     to_output = converting.result()
                 yield to_output(batch) if to_output else batch
-                if self.batches == 1:
-                    self.documents.first_batch_out()
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()

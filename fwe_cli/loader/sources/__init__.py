@@ -104,10 +104,11 @@ class DocumentStream:
         if self.config.source == "hub" and self.config.hub_reader == "native":
             import urllib.request  # noqa: F401
 
-    def first_batch_out(self) -> None:
-        """The first batch is out: background reads may run ahead now (the native reader holds them back before)."""
+    def read_ahead_now(self) -> None:
+        """The consumer has taken its first batch and wants more: background reads may run ahead now (the native
+        reader holds back, until then, all work past its head cache that nothing waits for)."""
         if self._reader is not None:
-            self._reader.first_batch_out()
+            self._reader.read_ahead_now()
 
     def close(self) -> None:
         """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""

@@ -54,10 +54,10 @@ class HubParquetReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
         self._started = False
-        # The gate: before the first batch is out, work past the head cache's rows (a network read, a footer parse,
-        # which imports pyarrow) starts only when the consumer is waiting for it. A first batch then costs exactly
-        # the requests and imports it needs (warm: none past the cache), and reading ahead starts once it is out
-        # (`first_batch_out`).
+        # The gate: until the loader's consumer asks for a second batch, work past the head cache's rows (a network
+        # read, a footer parse, which imports pyarrow) starts only when the tokenizer is waiting for it. A first
+        # batch then costs exactly the requests and imports it needs (warm: none past the cache), a run that stops
+        # after it (smoke) starts none it will not use, and reading ahead starts with the second (`read_ahead_now`).
         self._gate = threading.Condition()
         self._open = False
         self._consumer_waiting = False
@@ -135,7 +135,7 @@ class HubParquetReader:
         files = self.listing.files
         return self.head is not None and bool(files) and self.head.has_rows(files[0].path, 0)
 
-    def first_batch_out(self) -> None:
+    def read_ahead_now(self) -> None:
         """Open the gate: read ahead freely from now on."""
         with self._gate:
             self._open = True
