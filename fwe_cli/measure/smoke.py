@@ -6,6 +6,7 @@ with the exception, so the caller can both write the artifact and map the except
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -104,6 +105,11 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     `on_deadline(latest, fallback)` hears when the loader must have returned at the latest (perf_counter time), when
     the deadline is set and when a fallback moves it."""
     started = utc_iso()
+    # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
+    # network, not after the last batch
+    facts: dict = {}
+    gathering = threading.Thread(target=lambda: facts.update(provenance()), name="fwe-provenance", daemon=True)
+    gathering.start()
     deadline = Deadline(config.loader_timeout, config.synthetic_on_fail, on_deadline)
     counting = uses_hub(config.source, config.tokenizer) and start_counting()
     requests_before = len(request_times())
@@ -123,12 +129,18 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     result.update({
         "requests": len(sent) if counting else None,
         "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
-        "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started, "finished": utc_iso(),
+        "config": config.to_dict(), "env": env_snapshot(), **_gathered(gathering, facts), "started": started,
+        "finished": utc_iso(),
     })
     if save_path and pulled:
         np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
         result["saved_batches"] = save_path
     return result, error
+
+
+def _gathered(gathering: threading.Thread, facts: dict) -> dict:
+    gathering.join()
+    return facts or provenance()  # the thread failed (its error is not the run's): ask again, here
 
 
 def _result(config: LoaderConfig, stats: dict, pulled: list[np.ndarray], error: Exception | None,
