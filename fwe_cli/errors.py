@@ -45,3 +45,19 @@ class OutputError(FweError):
 
 class DiskSpaceError(OutputError):
     """Not enough free disk space: found before starting (preflight) or hit while writing (ENOSPC)."""
+
+
+class InputError(FweError):
+    """An input is not what it must be: a bootstrap part whose size or sha256 differs from its manifest, a path that
+    is not a regular file (a FIFO, a device, a directory where a file is expected), a compressed file that ends
+    early. Exit code: usage (2), as for a bad flag: the input given is wrong, fwe is not."""
+
+
+def os_error_line(operation: str, path: str, exc: OSError) -> str:
+    """One line for an OSError: what was being done, to which path, and why, in the OS's words
+    ('cannot write /data/out/manifest.json: permission denied (errno EACCES)')."""
+    import errno
+
+    reason = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()
+    code = errno.errorcode.get(exc.errno or 0)
+    return f"cannot {operation} {path}: {reason}" + (f" (errno {code})" if code else "")

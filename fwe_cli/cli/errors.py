@@ -6,6 +6,7 @@ from fwe_cli.errors import (
     ConfigError,
     DiskSpaceError,
     FweError,
+    InputError,
     LoaderError,
     LoaderTimeout,
     OutputError,
@@ -15,7 +16,7 @@ from fwe_cli.errors import (
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran but its checks or targets failed
-EXIT_USAGE = 2  # bad flag, variable or config value (typer's own usage errors use 2 as well)
+EXIT_USAGE = 2  # bad flag, variable or config value, or a bad input file (typer's usage errors use 2 as well)
 EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
 EXIT_KPI = 5  # measured, but a target was missed and --fail-on-kpi was given
@@ -45,6 +46,7 @@ BOOTSTRAP_EXIT_CODES_HELP = (
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, EXIT_USAGE),
+    (InputError, EXIT_USAGE),
     (LoaderTimeout, EXIT_TIMEOUT),
     (DiskSpaceError, EXIT_DISK_SPACE),
     (OutputError, EXIT_OUTPUT),
