@@ -80,8 +80,9 @@ class Faults:
         self._written += size
 
     def write_error(self) -> OSError:
-        """The OSError of the injected failing write: ENOSPC, or FWE_TEST_WRITE_ERRNO's."""
-        return OSError(self.write_errno, os.strerror(self.write_errno) + " (injected by " + ENOSPC_VAR + ")")
+        """The OSError of the injected failing write: ENOSPC, or FWE_TEST_WRITE_ERRNO's, worded as the OS words it
+        (the user's message must read as a real failure's does)."""
+        return OSError(self.write_errno, os.strerror(self.write_errno))
 
 
 def _point(raw: str | None) -> tuple[str | None, int]:
