@@ -9,6 +9,8 @@
   known moment, so a test of Ctrl-C never races the run's end.
 - FWE_TEST_ENOSPC_AFTER_BYTES=N  part-file writes fail with ENOSPC ("No space left on device") once N bytes
   have been written by this process; the write that crosses N first writes what fits, as a full disk does.
+- FWE_TEST_WRITE_ERRNO=NAME  with FWE_TEST_ENOSPC_AFTER_BYTES, fail with this errno instead (EROFS, EIO, EACCES...):
+  an output that becomes unwritable mid-run, reproducible without root or a real read-only mount.
 
 Run a crash by hand:  FWE_TEST_CRASH_AT=part-renamed:1 fwe bootstrap --source synthetic --gb 0.01 --file-mb 2 --out /tmp/b
 """
@@ -23,6 +25,7 @@ from typing import Mapping
 CRASH_VAR = "FWE_TEST_CRASH_AT"
 SIGINT_VAR = "FWE_TEST_SIGINT_AT"
 ENOSPC_VAR = "FWE_TEST_ENOSPC_AFTER_BYTES"
+ERRNO_VAR = "FWE_TEST_WRITE_ERRNO"
 POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp")
 
 
@@ -30,7 +33,7 @@ class Faults:
     """The faults configured for this process (none by default)."""
 
     def __init__(self, crash_point: str | None = None, crash_count: int = 1, enospc_after: int | None = None,
-                 sigint_point: str | None = None, sigint_count: int = 1):
+                 sigint_point: str | None = None, sigint_count: int = 1, write_errno: int = errno.ENOSPC):
         for var, point in ((CRASH_VAR, crash_point), (SIGINT_VAR, sigint_point)):
             if point is not None and point not in POINTS:
                 raise ValueError(f"{var}: unknown point {point!r} (known: {', '.join(POINTS)})")
@@ -39,6 +42,7 @@ class Faults:
         self.sigint_point = sigint_point
         self.sigint_count = sigint_count
         self.enospc_after = enospc_after
+        self.write_errno = write_errno
         self.active = crash_point is not None or enospc_after is not None or sigint_point is not None
         self._seen = 0
         self._seen_sigint = 0
@@ -50,7 +54,10 @@ class Faults:
         crash, crash_count = _point(env.get(CRASH_VAR))
         sigint, sigint_count = _point(env.get(SIGINT_VAR))
         enospc = int(env[ENOSPC_VAR]) if env.get(ENOSPC_VAR) else None
-        return cls(crash, crash_count, enospc, sigint, sigint_count)
+        name = env.get(ERRNO_VAR) or "ENOSPC"
+        if not hasattr(errno, name):
+            raise ValueError(f"{ERRNO_VAR}: unknown errno name {name!r}")
+        return cls(crash, crash_count, enospc, sigint, sigint_count, getattr(errno, name))
 
     def reached(self, point: str) -> None:
         if point == self.crash_point:
@@ -72,9 +79,10 @@ class Faults:
     def wrote(self, size: int) -> None:
         self._written += size
 
-    @staticmethod
-    def disk_full() -> OSError:
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected by " + ENOSPC_VAR + ")")
+    def write_error(self) -> OSError:
+        """The OSError of the injected failing write: ENOSPC, or FWE_TEST_WRITE_ERRNO's, worded as the OS words it
+        (the user's message must read as a real failure's does)."""
+        return OSError(self.write_errno, os.strerror(self.write_errno))
 
 
 def _point(raw: str | None) -> tuple[str | None, int]:

@@ -20,7 +20,8 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from fwe_cli.errors import SourceError
+from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.loader.sources.hub_listing import HubFile
 from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S, resolve_url
 from fwe_cli.loader.transient import attempts_note, transient_reason
@@ -64,11 +65,14 @@ def _fetch_once(url: str, part: str, digest, total: int, stop: threading.Event):
         mode = "ab"
         if response.status_code != 206:  # the server sent the whole file: start again from byte 0
             digest, mode = hashlib.sha256(), "wb"
-        with open(part, mode) as out:
+        with on_output("create", part):
+            out = open(part, mode)
+        with out:
             for block in response.iter_bytes():  # as received: a cut connection keeps what came
                 if stop.is_set():
                     raise Cancelled(url)
-                out.write(block)
+                with on_output("write", part):  # the disk's errors, not the network's: exit 8 or 7, not 4
+                    out.write(block)
                 digest.update(block)
     return digest
 
@@ -77,14 +81,15 @@ def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
     """Bring `part` to the file's size (resuming); returns its sha256. Transient failures are retried, at once
     when the failed request had received bytes, else after 1, 2, 4 s."""
     if not os.path.exists(part):
-        open(part, "wb").close()
+        with on_output("create", part):
+            open(part, "wb").close()
     digest = _hash_prefix(part, os.path.getsize(part))
     failures = 0
     while os.path.getsize(part) < file.size:
         before = os.path.getsize(part)
         try:
             digest = _fetch_once(url, part, digest, file.size, stop)
-        except Cancelled:
+        except (Cancelled, OutputError):  # stopped, or the download folder cannot be written: no retry helps
             raise
         except Exception as exc:  # httpx/huggingface_hub raise many types; the cause stays chained
             progressed = os.path.getsize(part) > before
@@ -112,13 +117,16 @@ def download_file(url: str, file: HubFile, dest: str, stop: threading.Event | No
         if os.path.getsize(dest) == file.size and (
                 file.sha256 is None or _hash_prefix(dest, file.size).hexdigest() == file.sha256):
             return dest
-        os.remove(dest)
+        with on_output("remove", dest):
+            os.remove(dest)
     for attempt in (1, 2):
         sha = _fill(url, part, file, stop)
         if file.sha256 is None or sha == file.sha256:
-            os.replace(part, dest)
+            with on_output("rename", part):
+                os.replace(part, dest)
             return dest
-        os.remove(part)
+        with on_output("remove", part):
+            os.remove(part)
     raise SourceError(f"{file.path}: sha256 {sha} of the download differs from the Hub listing's {file.sha256} "
                       "(twice): the file or the listing changed; re-run, or pass --force to start over")
 
@@ -136,11 +144,12 @@ class Downloads:
         self._pool = ThreadPoolExecutor(max_workers=self.ahead, thread_name_prefix="fwe-hub-download")
         self._futures: dict[int, Future] = {}
         self._low = first
-        os.makedirs(directory, exist_ok=True)
         keep = {local_name(f) + suffix for f in files[first:] for suffix in ("", ".part")}
-        for name in os.listdir(directory):  # files of earlier runs that are converted already, or not ours
-            if name not in keep:
-                os.remove(os.path.join(directory, name))
+        with on_output("prepare download folder", directory):
+            os.makedirs(directory, exist_ok=True)
+            for name in os.listdir(directory):  # files of earlier runs that are converted already, or not ours
+                if name not in keep:
+                    os.remove(os.path.join(directory, name))
         self.schedule()
 
     def path(self, index: int) -> str:
@@ -172,10 +181,11 @@ class Downloads:
     def release(self, index: int) -> None:
         """File `index` is converted: delete it and start the next downloads."""
         self._futures.pop(index, None)
-        try:
-            os.remove(self.path(index))
-        except FileNotFoundError:
-            pass
+        with on_output("remove", self.path(index)):
+            try:
+                os.remove(self.path(index))
+            except FileNotFoundError:
+                pass
         self._low = max(self._low, index + 1)
         self.schedule()
 
@@ -188,6 +198,7 @@ class Downloads:
 def remove_tree(directory: str) -> None:
     """Delete the download folder and what is in it (after a complete run, or --force)."""
     if os.path.isdir(directory):
-        for name in os.listdir(directory):
-            os.remove(os.path.join(directory, name))
-        os.rmdir(directory)
+        with on_output("remove download folder", directory):
+            for name in os.listdir(directory):
+                os.remove(os.path.join(directory, name))
+            os.rmdir(directory)

@@ -23,7 +23,8 @@ from typing import Callable
 
 import orjson
 
-from fwe_cli.errors import OutputError, SourceError
+from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.errors import OutputError, SourceError, os_error_line
 from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, read_manifest
 
 FORMAT = "fwe-bootstrap/1"
@@ -31,6 +32,7 @@ PARTIAL_SUFFIX = ".partial"
 _PART_RE = re.compile(r"^part-(\d{5,})\.jsonl(\.partial)?$")
 HASH_BLOCK = 1 << 20
 DOWNLOAD_DIR = ".fwe-hub-download"
+LOCK_NAME = ".fwe-bootstrap.lock"
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,11 @@ class Layout:
         """Where the native Hub reader keeps parquet files until they are converted (deleted when complete)."""
         return self.out + ".hub-download" if self.single else os.path.join(self.out, DOWNLOAD_DIR)
 
+    @property
+    def lock_path(self) -> str:
+        """The file a run holds locked while it writes this output (see fwe_cli/bootstrap/output_lock.py)."""
+        return self.out + ".lock" if self.single else os.path.join(self.out, LOCK_NAME)
+
     def part_name(self, index: int) -> str:
         if self.single:
             if index:
@@ -83,7 +90,9 @@ class Layout:
                 if os.path.isfile(path):
                     found.append((path, 0))
         elif os.path.isdir(self.out):
-            for name in sorted(os.listdir(self.out)):
+            with on_output("list", self.out):
+                names = sorted(os.listdir(self.out))
+            for name in names:
                 match = _PART_RE.match(name)
                 if match:
                     found.append((os.path.join(self.out, name), int(match.group(1))))
@@ -94,16 +103,19 @@ class Layout:
         if self.single or not os.path.isdir(self.out):
             return False
         ours = {os.path.basename(path) for path, _ in self.own_files()}
-        return any(name not in ours and name != DOWNLOAD_DIR for name in os.listdir(self.out))
+        with on_output("list", self.out):
+            names = os.listdir(self.out)
+        return any(name not in ours and name not in (DOWNLOAD_DIR, LOCK_NAME) for name in names)
 
 
 def fsync_dir(directory: str) -> None:
     """Make a rename or new file in `directory` durable (POSIX: the directory entry needs its own fsync)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with on_output("sync directory", directory):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def encode_manifest(manifest: dict) -> bytes:
@@ -113,20 +125,24 @@ def encode_manifest(manifest: dict) -> bytes:
 def write_manifest(layout: Layout, manifest: dict | bytes, before_rename: Callable[[], None] = lambda: None) -> None:
     """Replace the manifest (a dict, or encode_manifest's bytes) atomically and durably.
 
-    `before_rename` is a crash-test hook."""
-    os.makedirs(layout.directory, exist_ok=True)
+    `before_rename` is a crash-test hook. One writer at a time: the run holds the output's lock (output_lock.py),
+    so the fixed temporary name cannot be written by two processes at once."""
+    with on_output("create directory", layout.directory):
+        os.makedirs(layout.directory, exist_ok=True)
     tmp = layout.manifest_path + ".tmp"
     data = manifest if isinstance(manifest, bytes) else encode_manifest(manifest)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with on_output("write", tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     before_rename()
-    os.replace(tmp, layout.manifest_path)
+    with on_output("replace", layout.manifest_path):
+        os.replace(tmp, layout.manifest_path)
     fsync_dir(layout.directory)
 
 
@@ -141,6 +157,8 @@ def load_manifest(layout: Layout) -> dict | None:
         if isinstance(cause, orjson.JSONDecodeError):
             raise OutputError(f"{layout.manifest_path} is damaged (not JSON: {cause.msg}); "
                               "pass --force to start over") from cause
+        if isinstance(cause, OSError):
+            raise OutputError(os_error_line("read", layout.manifest_path, cause)) from None  # the line says it all
         raise OutputError(f"cannot read {layout.manifest_path}: {cause or exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise OutputError(f"{layout.manifest_path} is not an fwe bootstrap manifest (format {FORMAT}); "
@@ -175,8 +193,14 @@ def listed_file_problems(layout: Layout, manifest: dict, rehash: bool) -> list[d
             continue
         if size != entry["bytes"]:
             problems.append({"name": entry["name"], "problem": f"{size} bytes, manifest says {entry['bytes']}"})
-        elif rehash and sha256_file(path) != entry["sha256"]:
-            problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
+        elif rehash:
+            try:
+                differs = sha256_file(path) != entry["sha256"]
+            except OSError as exc:  # unreadable, or a directory under the part's name
+                problems.append({"name": entry["name"], "problem": os_error_line("read", path, exc)})
+                continue
+            if differs:
+                problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
     return problems
 
 

@@ -1,7 +1,7 @@
 """One bootstrap part written crash-safely: appended under a temporary name, hashed, fsynced, then renamed.
 
 Lines are gathered into 1 MiB chunks, handed to two threads with bounded queues of 8 chunks: one hashes
-(`fwe-bootstrap-hasher`), one writes (`fwe-bootstrap-writer`, which also runs the checkpoints' fsyncs).
+(`fwe-bootstrap-hasher`, fwe_cli/bootstrap/chunk_hasher.py), one writes (`fwe-bootstrap-writer`, which also runs the checkpoints' fsyncs).
 sha256 and write() release the GIL, so both overlap the JSON parsing on the calling thread. Every 8 MiB
 written, the writer asks the kernel to start writing those bytes to disk (posix_fadvise DONTNEED starts
 writeback without waiting for it), so a checkpoint's or the part's fsync finds little left to wait for.
@@ -24,14 +24,14 @@ import threading
 from typing import Callable
 
 from fwe_cli.errors import OutputError
+from fwe_cli.bootstrap.chunk_hasher import QUEUE_CHUNKS, STALL_TIMEOUT_S, ChunkHasher
 from fwe_cli.bootstrap.faults import NO_FAULTS, Faults
 from fwe_cli.bootstrap.manifest import fsync_dir
+from fwe_cli.bootstrap.output_errors import on_output
 
 CHUNK_BYTES = 1 << 20
-QUEUE_CHUNKS = 8
 WRITEBACK_BYTES = 8 << 20
 _START_WRITEBACK = hasattr(os, "posix_fadvise")
-STALL_TIMEOUT_S = 300.0  # a write or fsync that makes no progress this long is reported, not waited on forever
 
 
 class PartWriter:
@@ -53,23 +53,24 @@ class PartWriter:
         self._error: BaseException | None = None
         self._replay = None
         self._thread: threading.Thread | None = None
-        self._hasher: _Hasher | None = None
+        self._hasher: ChunkHasher | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._background = background
-        if resume:
-            on_disk = os.path.getsize(partial_path)
-            if on_disk < valid_bytes:
-                raise OutputError(f"{partial_path} has {on_disk} bytes but the last checkpoint saved {valid_bytes}: "
-                                  "the disk lost fsynced data; pass --force to start over")
-            self._hash_prefix(valid_bytes)
-            self._fd = os.open(partial_path, os.O_RDWR)
-            if on_disk > valid_bytes:
-                self._replay = open(partial_path, "rb")
-                self._replay.seek(valid_bytes)
-        else:
-            self._fd = os.open(partial_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        if self._replay is None:
-            self._start_writing()
+        with on_output("open" if resume else "create", partial_path):
+            if resume:
+                on_disk = os.path.getsize(partial_path)
+                if on_disk < valid_bytes:
+                    raise OutputError(f"{partial_path} has {on_disk} bytes but the last checkpoint saved "
+                                      f"{valid_bytes}: the disk lost fsynced data; pass --force to start over")
+                self._hash_prefix(valid_bytes)
+                self._fd = os.open(partial_path, os.O_RDWR)
+                if on_disk > valid_bytes:
+                    self._replay = open(partial_path, "rb")
+                    self._replay.seek(valid_bytes)
+            else:
+                self._fd = os.open(partial_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if self._replay is None:
+                self._start_writing()
 
     @property
     def replaying(self) -> bool:
@@ -107,15 +108,16 @@ class PartWriter:
     def _end_replay(self) -> None:
         self._replay.close()
         self._replay = None
-        self.discarded_bytes = os.fstat(self._fd).st_size - self.size
-        os.ftruncate(self._fd, self.size)
-        self._start_writing()
+        with on_output("truncate", self.partial_path):
+            self.discarded_bytes = os.fstat(self._fd).st_size - self.size
+            os.ftruncate(self._fd, self.size)
+            self._start_writing()
 
     def _start_writing(self) -> None:
         os.lseek(self._fd, self.size, os.SEEK_SET)
         self._written = self._flushing_from = self.size
         if self._background:
-            self._hasher = _Hasher(self._hash, self.partial_path)
+            self._hasher = ChunkHasher(self._hash, self.partial_path)
             self._thread = threading.Thread(target=self._run, name="fwe-bootstrap-writer", daemon=True)
             self._thread.start()
 
@@ -149,12 +151,13 @@ class PartWriter:
     def _write(self, chunk: bytes) -> None:
         allowed = self._faults.allowed_write(len(chunk)) if self._faults.active else len(chunk)
         view = memoryview(chunk)[:allowed]
-        while view:
-            view = view[os.write(self._fd, view):]
-        if self._faults.active:
-            self._faults.wrote(allowed)
-            if allowed < len(chunk):
-                raise self._faults.disk_full()
+        with on_output("write", self.partial_path):
+            while view:
+                view = view[os.write(self._fd, view):]
+            if self._faults.active:
+                self._faults.wrote(allowed)
+                if allowed < len(chunk):
+                    raise self._faults.write_error()
         self._written += len(chunk)
         if _START_WRITEBACK and self._written - self._flushing_from >= WRITEBACK_BYTES:
             # Start writing these bytes to disk now (DONTNEED begins writeback without waiting for it, then
@@ -178,7 +181,7 @@ class PartWriter:
                     if isinstance(item, bytes):
                         self._write(item)
                     else:  # a checkpoint: make what came before durable, then record it
-                        os.fsync(self._fd)
+                        self._fsync()
                         item()
                 except BaseException as exc:  # handed to the adding thread, which raises it
                     self._error = exc
@@ -196,7 +199,11 @@ class PartWriter:
             if not drained.wait(STALL_TIMEOUT_S):
                 raise OutputError(f"writing {self.partial_path} stalled for {STALL_TIMEOUT_S:.0f} s")
             self._raise_error()
-        os.fsync(self._fd)
+        self._fsync()
+
+    def _fsync(self) -> None:
+        with on_output("sync", self.partial_path):
+            os.fsync(self._fd)
 
     def checkpoint(self, then: Callable[[], None]) -> None:
         """sync() and then `then()` (which records the resume point) -- on the writer thread when there is one,
@@ -217,7 +224,8 @@ class PartWriter:
         self._sha256 = self._hash.hexdigest()
         self.close()
         before_rename()
-        os.replace(self.partial_path, self.final_path)
+        with on_output("rename", self.partial_path):
+            os.replace(self.partial_path, self.final_path)
         fsync_dir(os.path.dirname(self.final_path))
         after_rename()
         return {"name": os.path.basename(self.final_path), "bytes": self.size, "lines": self.lines,
@@ -247,54 +255,5 @@ def recover_renamed_part(partial_path: str, final_path: str) -> None:
     """A crash between a part's rename and the manifest update leaves the part under its final name while the
     manifest still calls it in progress: move it back, so resume replays it like any other temporary part."""
     if os.path.isfile(final_path) and not os.path.exists(partial_path):
-        os.replace(final_path, partial_path)
-
-
-class _Hasher:
-    """Feeds chunks to a hash object on its own thread (`fwe-bootstrap-hasher`), beside the writer thread.
-
-    sha256 was the largest cost of the writer thread; hashing and writing
-    one after the other there made it the bottleneck of a local bootstrap (see the module docstring)."""
-
-    def __init__(self, digest, path: str):
-        self._digest = digest
-        self._path = path
-        self._error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
-        self._thread = threading.Thread(target=self._run, name="fwe-bootstrap-hasher", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        update = self._digest.update
-        while (chunk := self._queue.get()) is not None:
-            if self._error is None:  # after an error, keep draining so that no put() waits
-                try:
-                    update(chunk)
-                except BaseException as exc:  # raised in the adding thread by put() or finish()
-                    self._error = exc
-
-    def put(self, chunk: bytes | None) -> None:
-        if self._error is not None:
-            raise self._error
-        try:
-            self._queue.put(chunk, timeout=STALL_TIMEOUT_S)
-        except queue.Full:
-            raise OutputError(f"hashing {self._path} stalled for {STALL_TIMEOUT_S:.0f} s") from None
-
-    def finish(self) -> None:
-        """Return once every chunk given is hashed (the digest is then complete)."""
-        self.put(None)
-        self._thread.join(timeout=STALL_TIMEOUT_S)
-        if self._thread.is_alive():
-            raise OutputError(f"hashing {self._path} stalled for {STALL_TIMEOUT_S:.0f} s")
-        if self._error is not None:
-            raise self._error
-
-    def close(self) -> None:
-        """Stop the thread (a no-op after finish()); never raises."""
-        if self._thread.is_alive():
-            try:
-                self._queue.put(None, timeout=STALL_TIMEOUT_S)
-            except queue.Full:
-                pass
-            self._thread.join(timeout=STALL_TIMEOUT_S)
+        with on_output("rename", final_path):
+            os.replace(final_path, partial_path)

@@ -8,6 +8,8 @@ What makes it safe (see fwe_cli/bootstrap/manifest.py for the file layout):
 - parts are written as `*.partial`, fsynced and renamed only when whole; the manifest is replaced atomically;
 - every `checkpoint_bytes`, and on a clean stop, the current part is fsynced and the manifest records the
   source position after the last record written (`resume`);
+- one run at a time per output: a run holds the output's lock (output_lock.py) throughout, and a second one is
+  refused at once naming the first one's PID;
 - a re-run with the same arguments continues from there: records already on disk after the checkpoint are
   compared with the regenerated ones and kept when intact (see PartWriter), so the output ends up
   byte-identical to an uninterrupted run; different arguments are refused unless `force`.
@@ -18,46 +20,24 @@ target, or when the source ends. A part is closed once it holds `file_bytes`, af
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from typing import Callable
 
-import orjson
-
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.state import check_source_files, fresh_manifest, listed_totals, open_source, prepare_output, \
-    preflight_disk
+from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, listed_totals, open_source, \
+    prepare_output, preflight_disk
 from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
-from fwe_cli.errors import DiskSpaceError, OutputError, SourceError
+from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_line
 from fwe_cli.bootstrap.faults import Faults
+from fwe_cli.bootstrap.line_encoder import encoder
 from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
+from fwe_cli.bootstrap.output_lock import OutputLock
 from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
 from fwe_cli.loader.sources.records import RecordStream
 
 PROGRESS_EVERY_S = 0.5
-
-
-def encoder(fields: str) -> Callable[[dict, bytes | None], bytes]:
-    """record (+ its source JSONL line, if any) -> the output line."""
-    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    if fields == "all":
-        option = newline | orjson.OPT_SERIALIZE_NUMPY
-
-        def encode_all(record: dict, raw: bytes | None) -> bytes:
-            if raw is not None:
-                return raw if raw[:1] == b"{" and raw[-2:] == b"}\n" else raw.strip() + b"\n"
-            return dumps(record, option=option, default=str)
-
-        return encode_all
-
-    def encode_text(record: dict, raw: bytes | None) -> bytes:
-        rid = record.get("id")
-        return dumps({"text": record["text"]} if rid is None else {"text": record["text"], "id": rid},
-                     option=newline, default=str)
-
-    return encode_text
 
 
 class _Run:
@@ -101,7 +81,7 @@ class _Run:
                        before_rename=lambda: self.faults.reached("manifest-tmp"))
 
     def open_part(self, part: int, valid_bytes: int = 0, valid_lines: int = 0, resume: bool = False) -> PartWriter:
-        os.makedirs(self.layout.directory, exist_ok=True)
+        """A writer for `part` (the output's directory exists: the lock, OutputLock, made it)."""
         return PartWriter(self.layout.partial_path(part), self.layout.part_path(part), valid_bytes, valid_lines,
                           resume=resume, faults=self.faults, background=self.background)
 
@@ -137,6 +117,11 @@ class _Run:
 
     def run(self) -> dict:
         config, layout = self.config, self.layout
+        check_out_kind(layout)
+        with OutputLock(layout):  # held until the run returns: prepare_output may delete files
+            return self._run_locked(config, layout)
+
+    def _run_locked(self, config: BootstrapConfig, layout: Layout) -> dict:
         self.t0 = self.last_progress = time.perf_counter()
         manifest = prepare_output(config, layout)
         if manifest is not None and manifest["complete"]:
@@ -147,11 +132,14 @@ class _Run:
         resume = manifest["resume"] if manifest else None
         done = resume["bytes"] if resume else 0
         preflight_disk(layout.directory, config.target_bytes - done)
-        stream = open_source(config, layout, manifest)
-        if manifest is None:
-            manifest = fresh_manifest(config, layout, stream)
-        else:
-            check_source_files(manifest, stream)
+        try:
+            stream = open_source(config, layout, manifest)
+            if manifest is None:
+                manifest = fresh_manifest(config, layout, stream)
+            else:
+                check_source_files(manifest, stream)
+        except OSError as exc:  # writes to the output raise OutputError (output_errors.py): this is the source's
+            raise self._source_failure(exc) from None
         self.manifest = manifest
         manifest["runs"].append({"started": utc_iso(), "resumed_from_bytes": done})
         if stream.revision_pinned is not None:
@@ -169,8 +157,11 @@ class _Run:
         self.progress(force=True)
         try:
             outcome = self._copy_records(stream)
-        except OSError as exc:
-            raise self._write_failure(exc) from exc
+        except DiskSpaceError as exc:
+            raise DiskSpaceError(f"disk full while writing {self.layout.directory} at {self.total_bytes / GB:.3f} of "
+                                 f"{self.config.target_bytes / GB:.3f} GB: {exc}") from exc
+        except OSError as exc:  # every write to the output raises OutputError (output_errors.py): the source's
+            raise self._source_failure(exc) from None
         finally:
             if self.writer is not None:
                 self._tally(self.writer)
@@ -231,15 +222,12 @@ class _Run:
             self.finish_part(stream)
         return "source exhausted"
 
-    def _write_failure(self, exc: OSError) -> OutputError:
-        """The error a failed write becomes: a full disk is resumable once space is freed, and says so."""
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return DiskSpaceError(
-                f"disk full while writing {self.layout.directory} at {self.total_bytes / GB:.3f} of "
-                f"{self.config.target_bytes / GB:.3f} GB ({exc.strerror}): free space and re-run the same command "
-                "to resume from the last checkpoint"
-            )
-        return OutputError(f"cannot write {self.layout.directory}: {exc}")
+    def _source_failure(self, exc: OSError) -> SourceError:
+        """An OSError from opening or reading the source (unreadable or corrupt file, dropped connection): exit 4,
+        naming the file when the OS did, else the source. Raised `from None`: the line holds the OSError's words."""
+        config = self.config
+        where = exc.filename or {"local": config.local_path, "hub": config.dataset}.get(config.source, config.source)
+        return SourceError(os_error_line("read source", str(where), exc))
 
     def _record_outcome(self, outcome: str, stream: RecordStream) -> None:
         """Mark the manifest complete (unless interrupted), close this run's entry and write it."""

@@ -16,6 +16,7 @@ from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError
 from fwe_cli.bootstrap.manifest import FORMAT, Layout, listed_file_problems, load_manifest
+from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordSpec, RecordStream
 
@@ -60,17 +61,28 @@ def _differences(old: dict, new: dict) -> list[str]:
 
 
 def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
+    with on_output("remove", path):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
 
 
-def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
-    """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm."""
+def check_out_kind(layout: Layout) -> None:
+    """--out must be what its layout needs, checked before anything is created: the OS would say only 'file
+    exists' or 'is a directory'."""
     if layout.single and os.path.isdir(layout.out):
         raise OutputError(f"--out {layout.out} is a directory; a single-file bootstrap needs a file path "
                           "(or drop the .jsonl ending to write parts into a directory)")
+    if not layout.single and os.path.lexists(layout.out) and not os.path.isdir(layout.out):
+        raise OutputError(f"--out {layout.out} exists and is not a directory; a bootstrap writes parts into a "
+                          "directory (or end the path in .jsonl for a single file)")
+
+
+def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
+    """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm.
+
+    Called with the output's lock held (fwe_cli/bootstrap/output_lock.py): it may delete files."""
     _remove(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
     if config.force:
         for path, _index in layout.own_files():

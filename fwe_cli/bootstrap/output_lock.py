@@ -1,0 +1,95 @@
+"""The advisory lock that keeps two `fwe bootstrap` runs off one output.
+
+Two runs on the same --out would both append to the same `.partial` files and both replace the manifest, so the
+output would hold neither run's data. A run therefore holds an exclusive flock(2) on `Layout.lock_path`
+(`OUT/.fwe-bootstrap.lock`, or `OUT.jsonl.lock` beside a single-file output) from before it reads the manifest until
+it returns. The kernel drops the lock when the process dies, kill -9 included, so a lock is never stale; a lock
+*file* left by a killed run is harmless and reused. The file holds the holder's PID, which a refused run names.
+
+The holder deletes the file before it lets go, so a finished output keeps no lock file. A run that opened the
+file just before the delete could then lock an inode no longer reachable by name, which guards nothing: after
+locking, a run checks that the path still names its inode, and starts over when it does not.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from fwe_cli.bootstrap.manifest import Layout
+from fwe_cli.bootstrap.output_errors import on_output, output_error
+from fwe_cli.errors import OutputError
+
+_ATTEMPTS = 10  # each retry means another run released the lock between our open and our flock: never many
+
+
+class OutputLock:
+    """`with OutputLock(layout):` holds the output's lock (creating its directory), or raises OutputError at once
+    naming the PID of the run that holds it."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.path = layout.lock_path
+        self._fd = -1
+        self._created: list[str] = []  # directories this run created, deepest first: removed again if left empty
+
+    def __enter__(self) -> "OutputLock":
+        for _ in range(_ATTEMPTS):
+            self._make_directory()
+            with on_output("create lock file", self.path):
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                except FileNotFoundError:  # a run that wrote nothing removed the directory just now
+                    continue
+            if self._lock(fd):
+                self._fd = fd
+                with on_output("write lock file", self.path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                return self
+            os.close(fd)
+        raise OutputError(f"cannot lock {self.path}: other runs kept taking and releasing it")
+
+    def _make_directory(self) -> None:
+        directory, missing = self.layout.directory, []
+        while directory and not os.path.lexists(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        with on_output("create directory", self.layout.directory):
+            os.makedirs(self.layout.directory, exist_ok=True)
+        self._created = missing or self._created
+
+    def _lock(self, fd: int) -> bool:
+        """True when `fd` is locked and still the file at self.path; False to try again; OutputError if held."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise OutputError(f"{self.layout.out} is being written by another fwe bootstrap (pid "
+                              f"{holder or 'unknown'}, lock {self.path}): wait for it to end, or stop it and re-run "
+                              "to resume") from None
+        except OSError as exc:  # e.g. a filesystem without locks (ENOLCK)
+            os.close(fd)
+            raise output_error("lock", self.path, exc) from None
+        try:
+            mine, named = os.fstat(fd), os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (mine.st_dev, mine.st_ino) == (named.st_dev, named.st_ino)
+
+    def __exit__(self, *exc) -> None:
+        """Delete the lock file, then unlock (closing); remove directories this run created if it left them empty."""
+        if self._fd < 0:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass  # a lock file left behind is harmless: the next run locks and reuses it
+        os.close(self._fd)
+        self._fd = -1
+        for directory in self._created:
+            try:
+                os.rmdir(directory)  # only ever removes an empty directory
+            except OSError:
+                break
