@@ -114,6 +114,9 @@ class LoaderConfig:
     """A malformed record (local file or Hub row): 'skip' (counted and reported) or 'error' (fail naming where)."""
     allow_partial: bool = False
     """Accept a bootstrap directory whose manifest is not marked complete."""
+    verify_parts: bool = False
+    """Before reading a bootstrap, compare each part's sha256 with its manifest (reads every part once more, inside
+    the first batch's timeout); its size is compared always. A part that differs fails the run, naming it."""
     as_torch: bool = False
     """Yield torch tensors (pinned memory when CUDA is available) instead of numpy arrays."""
     heartbeat_dir: str | None = None
@@ -135,6 +138,8 @@ class LoaderConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
+        if not isinstance(self.verify_parts, bool):
+            raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
         if self.hub_reader not in HUB_READERS:
             raise ConfigError(f"hub_reader must be one of {', '.join(HUB_READERS)}; got {self.hub_reader!r}")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:

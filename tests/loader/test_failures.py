@@ -1,6 +1,5 @@
 """Failures are loud and bounded: producer errors reach the consumer, hangs time out, threads never leak."""
 
-import os
 import threading
 import traceback
 
@@ -11,6 +10,7 @@ from fwe_cli.loader import FineWebLoader, LoaderError, LoaderTimeout, SourceErro
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources import DocumentStream
 from tests.helpers import invoke, run_fwe
+from tests.loader.test_hub_unreachable import silent  # noqa: F401  (a fixture: a Hub endpoint that never answers)
 
 
 def fwe_threads():
@@ -68,18 +68,24 @@ def test_no_thread_outlives_close(synthetic_jsonl):
     assert not loader.producer_alive
 
 
-def test_hanging_source_raises_timeout_naming_stage(tmp_path):
-    """A source that blocks forever (a FIFO nobody writes) gives LoaderTimeout naming the stuck stage."""
-    fifo = tmp_path / "stuck.jsonl"
-    os.mkfifo(fifo)
-    cfg = resolve_config(env={}, local_path=str(fifo), loader_timeout=0.5)
+def test_hanging_source_raises_timeout_naming_stage(tmp_path, synthetic_jsonl, monkeypatch):
+    """A source whose read blocks forever gives LoaderTimeout naming the stuck stage."""
+    release = threading.Event()
+
+    def blocked_read(files, bad, strict):
+        release.wait()  # a read that never returns (until the test lets it go, so the daemon thread can finish)
+        yield from ()
+
+    monkeypatch.setattr("fwe_cli.loader.sources.iter_local", blocked_read)
+    cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), loader_timeout=0.5)
     loader = FineWebLoader(cfg)
-    with pytest.raises(LoaderTimeout, match="^no first batch within 0.5 s; producer stuck at: ") as info:
-        next(loader)
-    assert "reading first document" in info.value.stage
-    loader.close(join_timeout=0.1)
-    with open(fifo, "wb"):  # release the blocked reader so the daemon thread can finish
-        pass
+    try:
+        with pytest.raises(LoaderTimeout, match="^no first batch within 0.5 s; producer stuck at: ") as info:
+            next(loader)
+        assert "reading first document" in info.value.stage
+    finally:
+        release.set()
+        loader.close(join_timeout=0.1)
 
 
 def test_synthetic_on_fail_falls_back_loudly_and_records_it(tmp_path):
@@ -102,13 +108,14 @@ def test_without_fallback_missing_file_is_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("prefetch", ["--prefetch", "--no-prefetch"])
-def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, prefetch):
-    """`fwe smoke` on a source that hangs exits 3 by itself (its hung producer thread does not keep the process
-    alive), with or without prefetch, and records why."""
-    fifo = tmp_path / "stuck.jsonl"
-    os.mkfifo(fifo)
-    proc = run_fwe("smoke", "--local-path", str(fifo), "--timeout", "1", prefetch, "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), timeout=30)
+def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, silent, prefetch):
+    """`fwe smoke` on a source that hangs (a Hub endpoint that accepts connections and never answers, within its
+    30 s request timeout) exits 3 by itself (its hung producer thread does not keep the process alive), with or
+    without prefetch, and records why."""
+    env = {"HF_ENDPOINT": silent, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+           "HF_HUB_OFFLINE": "0"}
+    proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", "--timeout", "1", prefetch, "--json",
+                   "--artifacts-dir", str(tmp_path / "a"), env=env, timeout=30)
     assert proc.returncode == 3, proc.stderr
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert len(artifacts) == 1
@@ -118,7 +125,7 @@ def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, prefetch):
     assert record["error"]["type"] == ("LoaderTimeout" if prefetch == "--prefetch" else "HardTimeout")
     assert " within " in record["error"]["message"]
     if prefetch == "--prefetch":
-        assert "reading first document" in proc.stderr
+        assert "opening source (Hub file listing" in proc.stderr
 
 
 def test_smoke_synthetic_on_fail_is_recorded_in_artifact(tmp_path):

@@ -58,8 +58,9 @@ class DocumentStream:
                 yield doc
             return
         if c.source == "local":
-            self._set_stage("opening source (listing local files)")
-            self.files = resolve_files(c.local_path, allow_partial=c.allow_partial)
+            hashing = ", hashing bootstrap parts" if c.verify_parts else ""
+            self._set_stage(f"opening source (listing local files{hashing})")
+            self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
             docs = iter_local(self.files, self.bad, strict)
         elif c.hub_reader == "native":
             docs = iter_hub(self._open_native(), c.dataset, self.bad, strict)

@@ -5,10 +5,9 @@ Formats, by extension:
 - `.txt`: one document per line (empty lines skipped).
 - `.parquet`: the `text` column, read in row-group batches.
 
-A path may be a file, a directory (all supported files below it, sorted by relative path), a glob, or a
-bootstrap directory (has `manifest.json`; its parts are read in manifest order, and an incomplete
-manifest is refused unless `allow_partial`). A single-file bootstrap `X.jsonl` appears under its name
-only when complete; while it is being written, `X.jsonl.manifest.json` says so.
+Which files a path names (file, directory, glob, bootstrap), and the checks made before any is opened: see
+local_files. A file that cannot be read to its end (truncated or corrupt compressed data, an I/O error) is an
+error naming it and where reading stopped, never a stream that silently ends early.
 
 The `scan_*` functions are the readers themselves: they start at a saved position and report where
 each record ends, so `fwe bootstrap` can resume; the `iter_*` functions wrap them as Documents.
@@ -16,22 +15,20 @@ each record ends, so `fwe bootstrap` can resume; the `iter_*` functions wrap the
 
 from __future__ import annotations
 
-import glob
 import gzip
 import os
+import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import orjson
 
+from fwe_cli.errors import FweError, InputError, SourceError, os_error_line
 from fwe_cli.loader.documents import Document
-from fwe_cli.errors import SourceError
+from fwe_cli.loader.sources.local_files import (  # noqa: F401  (the names callers import from here)
+    JSONL_SUFFIXES, MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, SUPPORTED_SUFFIXES, read_manifest, resolve_files,
+)
 
-JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-SUPPORTED_SUFFIXES = JSONL_SUFFIXES + (".txt", ".parquet")
-MANIFEST_NAME = "manifest.json"
-SIDECAR_MANIFEST_SUFFIX = ".manifest.json"  # single-file bootstrap: X.jsonl + X.jsonl.manifest.json
 MAX_REPORTED_BAD = 20
 
 
@@ -62,107 +59,72 @@ def bad_text_reason(text: object) -> str:
     return "'text' is null" if text is None else f"'text' is {type(text).__name__}, not a string"
 
 
-def _supported(path: str) -> bool:
-    return path.endswith(SUPPORTED_SUFFIXES) and not path.endswith(SIDECAR_MANIFEST_SUFFIX)
-
-
-def read_manifest(path: str | os.PathLike) -> dict:
-    """A bootstrap manifest's JSON, parsed; `path` is the manifest file itself or a bootstrap directory.
-
-    The manifest's file name: `manifest.json` inside a bootstrap directory (MANIFEST_NAME), or `X.jsonl.manifest.json`
-    beside a single-file bootstrap `X.jsonl` (SIDECAR_MANIFEST_SUFFIX); a path ending in `manifest.json` is read as
-    the file, anything else as the directory. Raises SourceError naming the file when it cannot be read (a missing
-    one included) or is not JSON, with the OSError or JSONDecodeError as its cause. The caller checks that the JSON
-    is a manifest it knows.
-    """
-    file = os.fspath(path)
-    if not file.endswith(MANIFEST_NAME):
-        file = os.path.join(file, MANIFEST_NAME)
-    try:
-        return orjson.loads(Path(file).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise SourceError(f"cannot read bootstrap manifest {file}: {exc}") from exc
-
-
-def resolve_files(path: str, allow_partial: bool = False) -> list[str]:
-    """The files a local path names, in the order they are read. Raises SourceError when there are none."""
-    if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
-            manifest = read_manifest(path)
-            if not isinstance(manifest, dict):
-                raise SourceError(f"{os.path.join(path, MANIFEST_NAME)} is not a bootstrap manifest (not an object)")
-            if not manifest.get("complete") and not allow_partial:
-                raise SourceError(
-                    f"bootstrap at {path} is incomplete (manifest says complete=false): finish it by re-running "
-                    "`fwe bootstrap` with the same arguments, or pass --allow-partial to read what is there"
-                )
-            files = [os.path.join(path, entry["name"]) for entry in manifest.get("files", [])]
-            missing = [f for f in files if not os.path.isfile(f)]
-            if missing:
-                raise SourceError(f"bootstrap at {path} lists files that are missing: {', '.join(missing[:3])}")
-        else:
-            files = sorted(
-                os.path.join(root, name)
-                for root, _dirs, names in os.walk(path)
-                for name in names
-                if _supported(name)
-            )
-    elif os.path.exists(path):  # a regular file, or a FIFO/device a user streams through
-        if not _supported(path):
-            raise SourceError(f"{path}: unsupported file type (expected one of {', '.join(SUPPORTED_SUFFIXES)})")
-        files = [path]
-    else:
-        files = sorted(f for f in glob.glob(path, recursive=True) if not os.path.isdir(f) and _supported(f))
-        if not files and not glob.has_magic(path):
-            if os.path.isfile(path + SIDECAR_MANIFEST_SUFFIX):
-                raise SourceError(
-                    f"bootstrap to {path} is incomplete ({path + SIDECAR_MANIFEST_SUFFIX} says complete=false; a "
-                    "single-file bootstrap appears under its name only when done): finish it by re-running "
-                    "`fwe bootstrap` with the same arguments"
-                )
-            raise SourceError(f"{path}: no such file or directory")
-    if not files:
-        raise SourceError(f"{path}: no {'/'.join(SUPPORTED_SUFFIXES)} files found")
-    return files
-
-
 def _open_binary(path: str) -> BinaryIO:
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
 
 
-def numbered_lines(handle, start: int, lineno: int) -> Iterator[tuple[bytes, int, int]]:
-    """(line, its number, the byte offset just after it) for each line from byte `start` (just after line `lineno`):
-    the positions a resume point records."""
-    if start:
-        handle.seek(start)
+# What reading a compressed file that ends early or holds garbage raises: EOFError ("Compressed file ended before the
+# end-of-stream marker was reached"), which Click would report as a bare "Aborted.", or BadGzipFile / zlib.error.
+_DECOMPRESS_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def read_lines(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[bytes, int, int]]:
+    """(line, its number, the byte offset just after it) for each line of `path` (gunzipped if .gz) from byte `start`
+    (just after line `lineno`): the positions a resume point records.
+
+    A read that fails raises InputError (damaged compressed data) or SourceError (any other OSError), naming the file
+    and the last line read whole."""
+    try:
+        handle = _open_binary(path)
+    except OSError as exc:
+        raise SourceError(os_error_line("open", path, exc)) from exc
     offset = start
-    for line in handle:
-        lineno += 1
-        offset += len(line)
-        yield line, lineno, offset
+    with handle:
+        try:
+            if start:
+                handle.seek(start)
+            for line in handle:
+                lineno += 1
+                offset += len(line)
+                yield line, lineno, offset
+        except (*_DECOMPRESS_ERRORS, OSError) as exc:
+            raise _read_failure(path, handle, exc, lineno, offset) from exc
+
+
+def _read_failure(path: str, handle: BinaryIO, exc: BaseException, lineno: int, offset: int) -> FweError:
+    if not isinstance(exc, _DECOMPRESS_ERRORS):
+        return SourceError(os_error_line("read", path, exc) + f" (after line {lineno}, byte {offset})")
+    raw = getattr(handle, "fileobj", None)  # GzipFile's compressed file: how far into it the reader got
+    try:
+        compressed = f", {raw.tell()} of {os.fstat(raw.fileno()).st_size} compressed bytes read" if raw else ""
+    except (OSError, ValueError):
+        compressed = ""
+    reason = str(exc) or type(exc).__name__
+    return InputError(f"{path} is truncated or corrupt: reading stopped after line {lineno} (byte {offset} of the "
+                      f"decompressed text{compressed}): {reason}; re-create the file (a bootstrap part: "
+                      "`fwe bootstrap --verify --out DIR` lists the damaged parts)")
 
 
 def scan_jsonl(
     path: str, bad: BadRecords, strict: bool, start: int = 0, lineno: int = 0
 ) -> Iterator[tuple[dict, str, int, int, bytes]]:
     """(record, text, lineno, end_offset, line) for each good record, from byte `start` (just after line `lineno`)."""
-    with _open_binary(path) as handle:
-        for line, lineno, offset in numbered_lines(handle, start, lineno):
-            if line.isspace():  # not strip(), which copies every line: visible in a profile of a local bootstrap
+    for line, lineno, offset in read_lines(path, start, lineno):
+        if line.isspace():  # not strip(), which copies every line: visible in a profile of a local bootstrap
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            reason = f"bad JSON ({exc.msg})"
+        else:
+            text = record.get("text") if isinstance(record, dict) else None
+            if isinstance(text, str):
+                yield record, text, lineno, offset, line
                 continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                reason = f"bad JSON ({exc.msg})"
-            else:
-                text = record.get("text") if isinstance(record, dict) else None
-                if isinstance(text, str):
-                    yield record, text, lineno, offset, line
-                    continue
-                reason = "not a JSON object" if not isinstance(record, dict) else (
-                    "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
-                )
-            bad.reject(f"{path}:{lineno}", reason, strict)
+            reason = "not a JSON object" if not isinstance(record, dict) else (
+                "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
+            )
+        bad.reject(f"{path}:{lineno}", reason, strict)
 
 
 def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
@@ -175,11 +137,10 @@ def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
 
 def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, int, int]]:
     """(text, lineno, end_offset) for each non-blank line, from byte `start` (just after line `lineno`)."""
-    with open(path, "rb", buffering=1 << 20) as handle:
-        for line, lineno, offset in numbered_lines(handle, start, lineno):
-            text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
-            if text.strip():
-                yield text, lineno, offset
+    for line, lineno, offset in read_lines(path, start, lineno):
+        text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
+        if text.strip():
+            yield text, lineno, offset
 
 
 def iter_txt(path: str) -> Iterator[Document]:
