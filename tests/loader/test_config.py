@@ -60,12 +60,12 @@ def test_local_path_implies_local_source_unless_source_given():
     [
         ({}, {"NSA_FWE_Q": "abc"}, "NSA_FWE_Q='abc'"),
         ({}, {"NSA_FWE_PREFETCH": "maybe"}, "NSA_FWE_PREFETCH='maybe'"),
-        ({"seq_len": 0}, {}, "seq_len must be an integer >= 1, got 0"),
+        ({"seq_len": 0}, {}, "seq_len must be an integer from 1 to 1,048,576, got 0"),
         ({"source": "s3"}, {}, "'s3'"),
         ({"source": "local"}, {}, "local_path"),
         ({"shard_mod": 4, "shard_rem": 4}, {}, "got 4"),
         ({"bad_records": "ignore"}, {}, "'ignore'"),
-        ({"loader_timeout": -1.0}, {}, "loader_timeout must be a number > 0, got -1.0"),
+        ({"loader_timeout": -1.0}, {}, "loader_timeout must be a number > 0 and <= 86,400, got -1.0"),
     ],
 )
 def test_bad_values_name_the_setting_and_value(kwargs, env, needle):
@@ -105,8 +105,8 @@ def test_cli_bad_variable_is_usage_error_with_one_line(tmp_path):
 
 
 def test_cli_bad_flag_is_usage_error(tmp_path):
-    """`fwe smoke --seq-len 0` exits 2 naming seq_len and 0."""
+    """`fwe smoke --seq-len 0` exits 2 naming the flag --seq-len and 0."""
     result = invoke("smoke", "--source", "synthetic", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
     assert result.exit_code == 2
-    assert "seq_len" in result.stderr and "got 0" in result.stderr
+    assert "--seq-len" in result.stderr and "got 0" in result.stderr
     assert "Traceback" not in result.stderr
