@@ -99,7 +99,7 @@ def _summary(result: dict, artifact: str) -> None:
     ok = result["ok"]
     table.add_row("result", "[bold green]OK[/]" if ok else "[bold red]FAILED[/]")
     table.add_row("first batch", fmt_s(result["first_batch_s"]))
-    table.add_row("batches", f"{result['batches']} x {result['shape']} int32")
+    table.add_row("batches", escape(f"{result['batches']} x {result['shape']} int32"))
     table.add_row("tokens/s", f"{result['tokens_per_s']:,.0f}")
     tok = result["tokenizer"] or {}
     table.add_row("tokenizer", escape(f"{tok.get('name')} ({tok.get('backend')}, vocab {tok.get('vocab_size')})"))
