@@ -27,16 +27,19 @@ EXIT_INTERRUPTED = 130  # stopped by Ctrl-C / SIGTERM after saving a resume poin
 
 EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
-    f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error."
+    f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error; {EXIT_DISK_SPACE} disk full; "
+    f"{EXIT_OUTPUT} an output cannot be written."
 )
 MEASURE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} measured (targets missed without --fail-on-kpi are reported, not fatal); "
-    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi."
+    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi; "
+    f"{EXIT_DISK_SPACE} disk full; {EXIT_OUTPUT} an output cannot be written."
 )
 TUNE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} every trial ran, recommendation and fwe.env written; {EXIT_USAGE} bad usage; "
     f"{EXIT_LOADER} a trial failed (the others are still ranked) or none succeeded; {EXIT_PARTIAL} partial: "
-    "--budget-s ran out before every trial ran (fwe.env is written from what was measured and marked partial)."
+    "--budget-s ran out before every trial ran (fwe.env is written from what was measured and marked partial); "
+    f"{EXIT_DISK_SPACE} disk full; {EXIT_OUTPUT} an output cannot be written."
 )
 BOOTSTRAP_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} ok (complete); {EXIT_FAILED} verification failed; {EXIT_USAGE} bad usage; "

@@ -8,9 +8,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import utc_stamp, write_json
+from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
+from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.measure.plan import parse_targets
@@ -79,11 +79,11 @@ def measure(
 ) -> None:
     from fwe_cli.measure.phase0 import MeasurePlan, run_measure
 
-    config = resolve_config(loader_timeout=timeout, **loader_flags)
+    config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
-    out_dir = os.path.join(str(artifacts_dir), "measure", utc_stamp())
+    out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "measure", utc_stamp()))
     summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     write_json(summary["artifact"], summary)

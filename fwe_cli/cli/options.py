@@ -53,6 +53,13 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "rank": (Optional[int], _opt("--rank", help="Rank for heartbeat lines. Default 0.")),
 }
 
+# setting -> the flag that sets it, so a value out of range is reported under the name the user typed; every
+# command's --timeout is the loader's per-batch timeout
+# (inside Annotated, typer keeps an Option's first name in `default`)
+FLAG_NAMES: dict[str, str] = {name: (option.param_decls or (option.default,))[0].split("/")[0]  # type: ignore[attr-defined]
+                              for name, (_, option) in LOADER_OPTIONS.items()}
+FLAG_NAMES["loader_timeout"] = "--timeout"
+
 
 def fwe_command(with_loader_options: bool = True) -> Callable:
     """Decorate a command: add the loader flags (collected into `loader_flags`) and map FweError to

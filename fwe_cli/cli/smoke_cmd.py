@@ -11,12 +11,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, utc_iso, write_json
+from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, write_json
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, fmt_s, print_json
-from fwe_cli.errors import HardTimeout
-from fwe_cli.loader.config import env_snapshot, resolve_config
+from fwe_cli.errors import HardTimeout, OutputError
+from fwe_cli.loader.config import check_limit, env_snapshot, resolve_config
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -68,11 +68,14 @@ class Watchdog:
         exc = HardTimeout(f"no result within {WATCHDOG_GRACE_S:g} s after the loader's deadline", stage="unknown (watchdog)")
         record = dict(self.base, ok=False, error=error_record(exc), artifact=self.artifact, **provenance(),
                       finished=utc_iso())
-        write_json(self.artifact, record)
+        try:
+            write_json(self.artifact, record)
+            where = f"artifact {self.artifact}"
+        except OutputError as failed:  # this thread ends the process: a traceback here would be the last word
+            where = one_line(failed)
         if self.json_out:
             print_json(record)
-        console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; artifact {escape(self.artifact)}",
-                      soft_wrap=True)
+        console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
         sys.stderr.flush()
         os._exit(exit_code_for(exc))
 
@@ -96,7 +99,7 @@ def _summary(result: dict, artifact: str) -> None:
     ok = result["ok"]
     table.add_row("result", "[bold green]OK[/]" if ok else "[bold red]FAILED[/]")
     table.add_row("first batch", fmt_s(result["first_batch_s"]))
-    table.add_row("batches", f"{result['batches']} x {result['shape']} int32")
+    table.add_row("batches", escape(f"{result['batches']} x {result['shape']} int32"))
     table.add_row("tokens/s", f"{result['tokens_per_s']:,.0f}")
     tok = result["tokenizer"] or {}
     table.add_row("tokenizer", escape(f"{tok.get('name')} ({tok.get('backend')}, vocab {tok.get('vocab_size')})"))
@@ -124,8 +127,14 @@ def smoke(
 ) -> None:
     from fwe_cli.measure.smoke import run_smoke
 
-    config = resolve_config(loader_timeout=timeout, **loader_flags)
+    config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
+    check_limit("batches", batches, "--batches")
+    # outputs that cannot be written fail now (exit 8), not after the run; the heartbeat directory is checked by
+    # the loader as it starts, before its first read
     artifact = artifact_path(str(artifacts_dir), "smoke")
+    prepare_output_dir(os.path.dirname(artifact))
+    if save_batches is not None:
+        check_output_file(str(save_batches), "save batches to")
     watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
                                    "fallback": None, "started": utc_iso()}, json_out)
     try:

@@ -10,11 +10,11 @@ from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 
-from fwe_cli.artifacts import utc_stamp, write_json
+from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
+from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
-from fwe_cli.loader.config import ENV_VARS, resolve_config
+from fwe_cli.loader.config import ENV_VARS, check_limit, resolve_config
 from fwe_cli.errors import ConfigError
 from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
@@ -47,14 +47,17 @@ EPILOG = TUNE_EXIT_CODES_HELP
 CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
 
 
-def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str, default, minimum: int = 1):
+def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str, default, field: str):
     if given is not None and pinned is not None:
         raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
     if given is not None:
         from fwe_cli.measure.tune import parse_grid
 
-        return parse_grid(given, flag, minimum)
-    return (pinned,) if pinned is not None else default
+        return parse_grid(given, flag, field)
+    if pinned is None:
+        return default
+    check_limit(field, pinned, pin_flag)
+    return (pinned,)
 
 
 def _colour(fraction: float) -> Style:
@@ -137,9 +140,11 @@ def _plan(doc_batch_grid: Optional[str], q_grid: Optional[str], threads_grid: Op
     if threads_grid is not None and pinned["tokenizer_threads"] is not None:
         raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
     return TunePlan(
-        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES),
-        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS),
-        threads=parse_grid(threads_grid, "--threads-grid", 0) if threads_grid is not None else None, **knobs)
+        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES,
+                          "doc_batch"),
+        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS, "queue_depth"),
+        threads=None if threads_grid is None else parse_grid(threads_grid, "--threads-grid", "tokenizer_threads"),
+        **knobs)
 
 
 def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_flags: dict):
@@ -150,7 +155,8 @@ def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_fla
     # (overridden anyway) cannot make it invalid; each trial sets its own values.
     threads = plan.threads
     config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
-                            tokenizer_threads=threads[0] if threads else pinned_threads, **loader_flags)
+                            tokenizer_threads=threads[0] if threads else pinned_threads, flag_names=FLAG_NAMES,
+                            **loader_flags)
     trial_configs(config, plan)
     swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
     overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
@@ -201,7 +207,7 @@ def tune(
     plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, repeats=repeats,
                  budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
     config = _base_config(plan, pinned["tokenizer_threads"], timeout, loader_flags)
-    out_dir = os.path.join(str(artifacts_dir), "tune", utc_stamp())
+    out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "tune", utc_stamp()))
     console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
                   f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
     summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))

@@ -29,6 +29,75 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
 }
 
+MAX_TIMEOUT_S = 86_400.0
+"""The longest timeout fwe takes (one day): any real wait is far shorter, and past it `inf` or 1e308 would overflow
+the OS's time_t inside the waits instead of failing here."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The range one number must be in: an integer (or a finite number) from `low` to `high`."""
+
+    low: float
+    high: float
+    integer: bool = True
+    low_open: bool = False
+    """The low end itself is not allowed (a timeout must be > 0)."""
+
+    def rule(self) -> str:
+        if self.integer:
+            return f"an integer from {self.low:,} to {self.high:,}"
+        return f"a number {'>' if self.low_open else '>='} {self.low:,g} and <= {self.high:,.0f}"
+
+    def check(self, setting: str, value: Any, typed: str | None = None) -> None:
+        """ConfigError naming `setting` and what was typed (`typed`, else the value) unless `value` is in range."""
+        if self.integer:
+            ok = isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high
+        else:  # inf is above every high and nan fails every comparison: no separate finiteness test
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (value > self.low if self.low_open else value >= self.low) and value <= self.high)
+        if not ok:
+            raise ConfigError(f"{setting} must be {self.rule()}, got {typed if typed is not None else repr(value)}")
+
+
+_TIMEOUT = Limit(0, MAX_TIMEOUT_S, integer=False, low_open=True)
+# Every number a user can set, checked against its range wherever it is set (flag, NSA_FWE_* variable, from_dict,
+# a plan): a huge value fails here naming the setting, not later as an overflow in a wait, a refused allocation or
+# an integer orjson cannot write into the artifact (it takes 64 bits at most). The highs are far above any real use.
+LIMITS: dict[str, Limit] = {
+    # LoaderConfig fields
+    "seq_len": Limit(1, 1 << 20),
+    "batch_size": Limit(1, 1 << 16),
+    "doc_batch": Limit(1, 1 << 16),
+    "queue_depth": Limit(1, 4096),
+    "warmup_batches": Limit(0, 4096),
+    "report_docs": Limit(0, 10**12),
+    "tokenizer_threads": Limit(0, 1024),
+    "rank": Limit(0, 1 << 20),
+    "seed": Limit(-(1 << 63), (1 << 63) - 1),
+    "warmup_timeout": _TIMEOUT,
+    "loader_timeout": _TIMEOUT,
+    "shard_mod": Limit(1, 1 << 20),
+    "shard_rem": Limit(0, (1 << 20) - 1),  # and below shard_mod, which Shard checks
+    # the knobs of a command or a measured run (fwe_cli.measure.plan, fwe smoke)
+    "batches": Limit(1, 1_000_000),
+    "steps": Limit(1, 10_000_000),
+    "repeats": Limit(1, 10_000),
+    "step_ms": Limit(0, MAX_TIMEOUT_S * 1000, integer=False),
+    "run_timeout": _TIMEOUT,
+    "budget_s": Limit(0, 7 * MAX_TIMEOUT_S, integer=False, low_open=True),
+    # KPI targets (--targets NAME=VALUE)
+    "cold_first_batch_s": _TIMEOUT,
+    "warm_first_batch_s": _TIMEOUT,
+    "fetch_p95_ms": Limit(0, MAX_TIMEOUT_S * 1000, integer=False, low_open=True),
+}
+
+
+def check_limit(name: str, value: Any, setting: str | None = None, typed: str | None = None) -> None:
+    """Check `value` against LIMITS[name]; the error names `setting` (a flag or variable; default the name)."""
+    LIMITS[name].check(setting or name, value, typed)
+
+
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
 
@@ -43,8 +112,7 @@ class Shard:
     """Which of them this is, 0 <= rem < mod (the data-parallel rank)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.mod, int) or self.mod < 1:
-            raise ConfigError(f"shard mod must be an integer >= 1, got {self.mod!r}")
+        check_limit("shard_mod", self.mod, "shard mod")
         if not isinstance(self.rem, int) or not 0 <= self.rem < self.mod:
             raise ConfigError(f"shard rem must be an integer in [0, {self.mod}), got {self.rem!r}")
 
@@ -125,18 +193,8 @@ class LoaderConfig:
     """Rank written into heartbeat lines and file name."""
 
     def __post_init__(self) -> None:
-        _positive_int("seq_len", self.seq_len)
-        _positive_int("batch_size", self.batch_size)
-        _positive_int("doc_batch", self.doc_batch)
-        _positive_int("queue_depth", self.queue_depth)
-        _non_negative_int("warmup_batches", self.warmup_batches)
-        _non_negative_int("report_docs", self.report_docs)
-        _non_negative_int("tokenizer_threads", self.tokenizer_threads)
-        _non_negative_int("rank", self.rank)
-        _positive_number("warmup_timeout", self.warmup_timeout)
-        _positive_number("loader_timeout", self.loader_timeout)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        for name in NUMERIC_FIELDS:
+            check_limit(name, getattr(self, name))
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
@@ -183,19 +241,7 @@ def check_source_settings(source: str, local_path: str | None, bad_records: str,
         raise ConfigError(f"bad_records must be 'skip' or 'error', got {bad_records!r}")
 
 
-def _positive_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _non_negative_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
-
-
-def _positive_number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+NUMERIC_FIELDS = tuple(name for name in LoaderConfig.__dataclass_fields__ if name in LIMITS)
 
 
 def parse_bool(setting: str, raw: str) -> bool:
@@ -207,31 +253,39 @@ def parse_bool(setting: str, raw: str) -> bool:
     raise ConfigError(f"{setting}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
-def _parse_env(var: str, raw: str, template: Any) -> Any:
-    """Parse an environment variable's text to the type of the field's default."""
+def _parse_env(var: str, raw: str, name: str) -> Any:
+    """Parse an environment variable's text to the type of the field's default, within the field's limits."""
+    template = LoaderConfig.__dataclass_fields__[name].default
     if isinstance(template, bool):
         return parse_bool(var, raw)
     try:
-        if isinstance(template, int):
-            return int(raw.strip())
-        return float(raw.strip())
-    except ValueError:
+        value = int(raw.strip()) if isinstance(template, int) else float(raw.strip())
+    except ValueError:  # also an integer of more digits than Python converts (sys.get_int_max_str_digits)
         kind = "an integer" if isinstance(template, int) else "a number"
         raise ConfigError(f"{var}={raw!r} is not {kind}") from None
+    check_limit(name, value, var, repr(raw))
+    return value
 
 
-def resolve_config(env: Mapping[str, str] | None = None, **flags: Any) -> LoaderConfig:
+def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str, str] | None = None,
+                   **flags: Any) -> LoaderConfig:
     """Build the LoaderConfig: a flag given (not None) wins, then the NSA_FWE_* variable, then the default.
 
     `shard_mod`/`shard_rem` flags build the Shard. Giving `local_path` without `source` selects 'local'.
+    `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
+    reported under that name; a variable's is reported under the variable's.
     """
     env = os.environ if env is None else env
+    flag_names = flag_names or {}
     defaults = LoaderConfig.__dataclass_fields__
     values: dict[str, Any] = {}
     for var, name in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
-            values[name] = _parse_env(var, raw, defaults[name].default)
+            values[name] = _parse_env(var, raw, name)
+    for name, value in flags.items():
+        if name in LIMITS and value is not None:
+            check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
     for name, value in flags.items():

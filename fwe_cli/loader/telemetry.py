@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from typing import Sequence
 
 import numpy as np
 import orjson
 
-from fwe_cli.artifacts import utc_iso
+from fwe_cli.artifacts import output_error, prepare_output_dir, utc_iso
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:
@@ -49,9 +50,12 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._handle = None
         if directory:
-            os.makedirs(directory, exist_ok=True)
+            prepare_output_dir(directory, "write heartbeat to")  # OutputError naming the directory (a file, unwritable): before any work
             self.path = os.path.join(directory, f"heartbeat_rank{rank}.jsonl")
-            self._handle = open(self.path, "ab", buffering=0)
+            try:
+                self._handle = open(self.path, "ab", buffering=0)
+            except OSError as exc:
+                raise output_error("write heartbeat", self.path, exc) from None
 
     def emit(self, msg: str, step: int | None = None, **fields) -> None:
         if self._handle is None:
@@ -62,7 +66,14 @@ class Heartbeat:
         data = orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
         with self._lock:
             if self._handle is not None:
-                self._handle.write(data)
+                try:
+                    self._handle.write(data)
+                except OSError as exc:
+                    # telemetry must not end the training run it describes (a full disk mid-run): stop writing it,
+                    # say so once
+                    self._handle.close()
+                    self._handle = None
+                    warnings.warn(f"heartbeat stopped: {output_error('write heartbeat', self.path, exc)}", stacklevel=2)
 
     def close(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from typing import Callable
 import orjson
 
 import fwe_cli
-from fwe_cli.artifacts import error_record, provenance, utc_iso
+from fwe_cli.artifacts import error_record, provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError, FweError, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.sources.local import resolve_files
@@ -93,7 +93,6 @@ def fresh_cache_env(root: str) -> dict[str, str]:
 
 def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env: dict[str, str] | None = None) -> dict:
     """One measured run in a fresh interpreter; returns its record (error filled in when it failed)."""
-    os.makedirs(run_dir, exist_ok=True)
     config = config.replace(heartbeat_dir=run_dir)
     spec_path, result_path = os.path.join(run_dir, "spec.json"), os.path.join(run_dir, "result.json")
     child_env = dict(os.environ)
@@ -102,9 +101,9 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
     child_env["PYTHONPATH"] = package_root + os.pathsep + child_env.get("PYTHONPATH", "")
     record: dict = {"kind": kind, "run_dir": run_dir, "heartbeat": os.path.join(run_dir, f"heartbeat_rank{config.rank}.jsonl")}
     spawn_wall = time.time()
-    with open(spec_path, "wb") as handle:
-        handle.write(orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms,
-                                   "spawn_wall": spawn_wall, "result_path": result_path}))
+    spec = orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms,
+                         "spawn_wall": spawn_wall, "result_path": result_path})
+    write_output(spec_path, spec)  # OutputError (one line, exit 8) when the artifacts folder stops taking files
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, spec_path], env=child_env, capture_output=True,
                               text=True, timeout=plan.run_timeout)

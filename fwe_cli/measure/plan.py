@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from fwe_cli.errors import ConfigError
+from fwe_cli.loader.config import check_limit
 
 DEFAULT_TARGETS = {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0, "fetch_p95_ms": 100.0}
 
@@ -25,6 +26,7 @@ def parse_targets(text: str | None) -> dict[str, float]:
             targets[key.strip()] = float(value)
         except ValueError:
             raise ConfigError(f"--targets entry {item!r}: {value!r} is not a number") from None
+        check_limit(key.strip(), targets[key.strip()], f"--targets {key.strip()}", repr(value))
     return targets
 
 
@@ -44,14 +46,8 @@ class RunPlan:
     """KPI limits: cold_first_batch_s, warm_first_batch_s, fetch_p95_ms."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "repeats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.step_ms < 0:
-            raise ConfigError(f"step_ms must be >= 0, got {self.step_ms!r}")
-        if not self.run_timeout > 0:
-            raise ConfigError(f"run_timeout must be > 0, got {self.run_timeout!r}")
+        for name in ("steps", "step_ms", "repeats", "run_timeout"):  # each knob is the flag --<name with dashes>
+            check_limit(name, getattr(self, name), "--" + name.replace("_", "-"))
         missing = [name for name in DEFAULT_TARGETS if name not in self.targets]
         if missing:
             raise ConfigError(f"targets must include {', '.join(missing)}")

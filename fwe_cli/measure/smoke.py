@@ -6,14 +6,15 @@ with the exception, so the caller can both write the artifact and map the except
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from typing import Callable
 
 import numpy as np
 
-from fwe_cli.artifacts import error_record, provenance, utc_iso
-from fwe_cli.errors import FweError, LoaderTimeout
+from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
+from fwe_cli.errors import FweError, LoaderTimeout, OutputError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S, FineWebLoader
@@ -133,9 +134,25 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         "finished": utc_iso(),
     })
     if save_path and pulled:
-        np.savez(save_path, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
-        result["saved_batches"] = save_path
+        failure = _save(save_path, pulled, config)
+        if failure is None:
+            result["saved_batches"] = save_path
+        elif error is None:  # the batches were fine; the run still failed to deliver what was asked
+            error = failure
+            result.update(ok=False, error=error_record(failure))
     return result, error
+
+
+def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputError | None:
+    """Write the pulled batches to `path` (.npz content under exactly that name: np.savez given a name would add
+    .npz to any other), atomically; the OutputError naming the path when it cannot be written."""
+    buffer = io.BytesIO()
+    np.savez(buffer, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
+    try:
+        write_atomic(path, buffer.getvalue())
+    except OSError as exc:
+        return output_error("save batches to", path, exc)
+    return None
 
 
 def _gathered(gathering: threading.Thread, facts: dict) -> dict:

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from fwe_cli.artifacts import provenance, utc_iso, write_atomic
+from fwe_cli.artifacts import provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.loader.config import LoaderConfig, check_limit, env_snapshot
 from fwe_cli.measure.child import TEST_HOOK_VARS
 from fwe_cli.measure.phase0 import spawn_run
 from fwe_cli.measure.plan import RunPlan
@@ -32,28 +32,27 @@ DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_QUEUE_DEPTHS = (1, 2, 4, 8, 16)
 
 
-def parse_grid(text: str, flag: str, minimum: int = 1) -> tuple[int, ...]:
-    """'16,32,64' -> (16, 32, 64), sorted; ConfigError naming the flag and the bad entry."""
+def parse_grid(text: str, flag: str, field: str) -> tuple[int, ...]:
+    """'16,32,64' -> (16, 32, 64), sorted, each within the limits of the config `field` it sweeps; ConfigError naming
+    the flag and the bad entry."""
     values = []
     for item in (part.strip() for part in text.split(",")):
         try:
             value = int(item)
         except ValueError:
             raise ConfigError(f"{flag} entry {item!r} is not an integer (give a comma list like 16,32,64)") from None
-        if value < minimum:
-            raise ConfigError(f"{flag} entry {value} must be >= {minimum}")
+        check_limit(field, value, f"{flag} entry", repr(item))
         if value in values:
             raise ConfigError(f"{flag} lists {value} twice")
         values.append(value)
     return tuple(sorted(values))
 
 
-def _check_grid(name: str, grid, minimum: int) -> None:
+def _check_grid(name: str, grid, field: str) -> None:
     if not isinstance(grid, tuple) or not grid:
         raise ConfigError(f"{name} must be a non-empty tuple of integers, got {grid!r}")
     for value in grid:
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ConfigError(f"{name} entries must be integers >= {minimum}, got {value!r}")
+        check_limit(field, value, f"{name} entry")
     if len(set(grid)) != len(grid):
         raise ConfigError(f"{name} lists a value twice: {grid!r}")
 
@@ -79,17 +78,16 @@ class TunePlan(RunPlan):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_grid("doc_batches", self.doc_batches, 1)
-        _check_grid("queue_depths", self.queue_depths, 1)
+        _check_grid("doc_batches", self.doc_batches, "doc_batch")
+        _check_grid("queue_depths", self.queue_depths, "queue_depth")
         if self.threads is not None:
-            _check_grid("threads", self.threads, 0)
+            _check_grid("threads", self.threads, "tokenizer_threads")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
         if self.objective == "stall" and self.step_ms == 0:
             raise ConfigError("objective 'stall' needs --step-ms > 0: with no compute per step every setting "
                               "stalls ~100 % of the time; give your real step time")
-        if not self.budget_s > 0:
-            raise ConfigError(f"budget_s must be > 0, got {self.budget_s!r}")
+        check_limit("budget_s", self.budget_s, "--budget-s")
 
     def settings(self) -> list[dict]:
         """Every setting of the grid, threads outermost, then doc batch, then Q (the order of a round)."""
@@ -180,4 +178,4 @@ def env_file_text(summary: dict) -> str:
 
 def write_env_file(path: str, summary: dict) -> str:
     """Write fwe.env atomically (temporary file, then rename)."""
-    return write_atomic(path, env_file_text(summary).encode("utf-8"))
+    return write_output(path, env_file_text(summary).encode("utf-8"))

@@ -60,12 +60,12 @@ def test_local_path_implies_local_source_unless_source_given():
     [
         ({}, {"NSA_FWE_Q": "abc"}, "NSA_FWE_Q='abc'"),
         ({}, {"NSA_FWE_PREFETCH": "maybe"}, "NSA_FWE_PREFETCH='maybe'"),
-        ({"seq_len": 0}, {}, "seq_len must be an integer >= 1, got 0"),
+        ({"seq_len": 0}, {}, "seq_len must be an integer from 1 to 1,048,576, got 0"),
         ({"source": "s3"}, {}, "'s3'"),
         ({"source": "local"}, {}, "local_path"),
         ({"shard_mod": 4, "shard_rem": 4}, {}, "got 4"),
         ({"bad_records": "ignore"}, {}, "'ignore'"),
-        ({"loader_timeout": -1.0}, {}, "loader_timeout must be a number > 0, got -1.0"),
+        ({"loader_timeout": -1.0}, {}, "loader_timeout must be a number > 0 and <= 86,400, got -1.0"),
     ],
 )
 def test_bad_values_name_the_setting_and_value(kwargs, env, needle):
@@ -105,8 +105,40 @@ def test_cli_bad_variable_is_usage_error_with_one_line(tmp_path):
 
 
 def test_cli_bad_flag_is_usage_error(tmp_path):
-    """`fwe smoke --seq-len 0` exits 2 naming seq_len and 0."""
+    """`fwe smoke --seq-len 0` exits 2 naming the flag --seq-len and 0."""
     result = invoke("smoke", "--source", "synthetic", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
     assert result.exit_code == 2
-    assert "seq_len" in result.stderr and "got 0" in result.stderr
+    assert "--seq-len" in result.stderr and "got 0" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_every_numeric_field_has_a_limit():
+    """Every int/float field of LoaderConfig is range-checked from the one LIMITS table (a new numeric field without
+    a limit fails here), so no number reaches a wait, an allocation or orjson unchecked."""
+    from fwe_cli.loader.config import LIMITS, NUMERIC_FIELDS
+
+    numeric = {f.name for f in dataclasses.fields(LoaderConfig)
+               if isinstance(f.default, (int, float)) and not isinstance(f.default, bool)}
+    assert numeric == set(NUMERIC_FIELDS) and numeric <= set(LIMITS)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("seq_len", 2**70), ("batch_size", 2**70), ("queue_depth", 2**64), ("seed", 2**63), ("rank", 2**70),
+    ("loader_timeout", float("inf")), ("loader_timeout", 1e308), ("warmup_timeout", float("nan")),
+    ("loader_timeout", 10**400),
+])
+def test_from_dict_checks_limits_like_flags(field, value):
+    """from_dict (and any construction) goes through the same limits as flags and variables: a value past 64 bits
+    or an infinite timeout is a ConfigError naming the field, never a later TypeError/OverflowError."""
+    with pytest.raises(ConfigError, match=re.escape(field)) as info:
+        LoaderConfig.from_dict(dict(LoaderConfig().to_dict(), **{field: value}))
+    assert "\n" not in str(info.value)
+
+
+def test_out_of_range_flag_and_variable_are_named_as_typed():
+    """resolve_config names the flag (given flag_names) or the variable, with the value as typed."""
+    with pytest.raises(ConfigError, match=re.escape(f"--seq-len must be an integer from 1 to 1,048,576, got {2**70}")):
+        resolve_config(env={}, flag_names={"seq_len": "--seq-len"}, seq_len=2**70)
+    with pytest.raises(ConfigError, match=re.escape("NSA_FWE_WARMUP_TIMEOUT must be a number > 0 and <= 86,400, "
+                                                    "got 'inf'")):
+        resolve_config(env={"NSA_FWE_WARMUP_TIMEOUT": "inf"})

@@ -136,10 +136,10 @@ def test_verdict_takes_the_worst_run_and_fails_on_failed_runs():
 
 @pytest.mark.parametrize("plan", [MeasurePlan, TunePlan])
 @pytest.mark.parametrize("kwargs, message", [
-    ({"steps": 0}, "steps must be an integer >= 1, got 0"),
-    ({"repeats": True}, "repeats must be an integer >= 1, got True"),
-    ({"step_ms": -1.0}, "step_ms must be >= 0, got -1.0"),
-    ({"run_timeout": 0}, "run_timeout must be > 0, got 0"),
+    ({"steps": 0}, "--steps must be an integer from 1 to 10,000,000, got 0"),
+    ({"repeats": True}, "--repeats must be an integer from 1 to 10,000, got True"),
+    ({"step_ms": -1.0}, "--step-ms must be a number >= 0 and <= 86,400,000, got -1.0"),
+    ({"run_timeout": 0}, "--run-timeout must be a number > 0 and <= 86,400, got 0"),
     ({"targets": {"fetch_p95_ms": 1.0}}, "targets must include cold_first_batch_s, warm_first_batch_s"),
 ])
 def test_run_knobs_are_checked_alike_by_every_plan(plan, kwargs, message):

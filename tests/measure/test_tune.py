@@ -124,13 +124,13 @@ def test_budget_too_small_marks_partial_and_exits_6(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--doc-batch-grid", "16,x"), "--doc-batch-grid entry 'x' is not an integer"),
-    (("--q-grid", "0,4"), "--q-grid entry 0 must be >= 1"),
+    (("--q-grid", "0,4"), "--q-grid entry must be an integer from 1 to 4,096, got '0'"),
     (("--q-grid", "4,4"), "--q-grid lists 4 twice"),
     (("--doc-batch-grid", "16", "--doc-batch", "32"), "give either --doc-batch-grid"),
     (("--threads-grid", "1", "--tokenizer-threads", "2"), "give either --threads-grid"),
     (("--objective", "stall"), "needs --step-ms > 0"),
     (("--objective", "fastest"), "objective must be one of tokens_per_s, stall"),
-    (("--budget-s", "0"), "budget_s must be > 0"),
+    (("--budget-s", "0"), "--budget-s must be a number > 0 and <= 604,800, got 0"),
     (("--warmup-batches", "4", "--q-grid", "1,8"), "warmup_batches=4 cannot exceed queue_depth=1"),
 ])
 def test_bad_usage_exits_2_naming_the_value(args, message, tmp_path):
@@ -142,13 +142,13 @@ def test_bad_usage_exits_2_naming_the_value(args, message, tmp_path):
 
 def test_parse_grid_sorts_and_tune_plan_orders_rounds():
     """Grids are sorted; trials run round by round over every setting (threads outermost); repeats are checked."""
-    assert parse_grid("64, 16,32", "--x") == (16, 32, 64)
+    assert parse_grid("64, 16,32", "--x", "doc_batch") == (16, 32, 64)
     plan = TunePlan(doc_batches=(16, 32), queue_depths=(1,), threads=(1, 2), repeats=2)
     order = plan.trial_order()
     assert [r for r, _ in order] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [s for _, s in order[:4]] == [s for _, s in order[4:]] == plan.settings()
     assert plan.settings()[0] == {"doc_batch": 16, "queue_depth": 1, "tokenizer_threads": 1}
-    with pytest.raises(ConfigError, match="repeats must be an integer >= 1, got 0"):
+    with pytest.raises(ConfigError, match="--repeats must be an integer from 1 to 10,000, got 0"):
         TunePlan(repeats=0)
 
 
