@@ -15,7 +15,6 @@ Check a bootstrap by hand: `fwe bootstrap --verify --out DIR` (re-hashes every f
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -26,11 +25,11 @@ import orjson
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.errors import OutputError, SourceError, os_error_line
 from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, read_manifest
+from fwe_cli.loader.sources.local_files import listed_file_problems
 
 FORMAT = "fwe-bootstrap/1"
 PARTIAL_SUFFIX = ".partial"
 _PART_RE = re.compile(r"^part-(\d{5,})\.jsonl(\.partial)?$")
-HASH_BLOCK = 1 << 20
 DOWNLOAD_DIR = ".fwe-hub-download"
 LOCK_NAME = ".fwe-bootstrap.lock"
 
@@ -166,51 +165,13 @@ def load_manifest(layout: Layout) -> dict | None:
     return manifest
 
 
-def sha256_file(path: str, limit: int | None = None) -> str:
-    """sha256 of the file (or of its first `limit` bytes)."""
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        remaining = limit
-        while remaining is None or remaining > 0:
-            block = handle.read(HASH_BLOCK if remaining is None else min(HASH_BLOCK, remaining))
-            if not block:
-                break
-            digest.update(block)
-            if remaining is not None:
-                remaining -= len(block)
-    return digest.hexdigest()
-
-
-def listed_file_problems(layout: Layout, manifest: dict, rehash: bool) -> list[dict]:
-    """One {name, problem} per listed file that is missing, of the wrong size or (with rehash) the wrong sha256."""
-    problems = []
-    for entry in manifest.get("files", []):
-        path = os.path.join(layout.directory, entry["name"])
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            problems.append({"name": entry["name"], "problem": "missing"})
-            continue
-        if size != entry["bytes"]:
-            problems.append({"name": entry["name"], "problem": f"{size} bytes, manifest says {entry['bytes']}"})
-        elif rehash:
-            try:
-                differs = sha256_file(path) != entry["sha256"]
-            except OSError as exc:  # unreadable, or a directory under the part's name
-                problems.append({"name": entry["name"], "problem": os_error_line("read", path, exc)})
-                continue
-            if differs:
-                problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
-    return problems
-
-
 def verify_bootstrap(out: str) -> dict:
     """Re-hash every file the manifest lists. `ok` means complete and every file matches."""
     layout = Layout.for_out(out)
     manifest = load_manifest(layout)
     if manifest is None:
         raise OutputError(f"no bootstrap manifest at {layout.manifest_path}")
-    problems = listed_file_problems(layout, manifest, rehash=True)
+    problems = listed_file_problems(layout.directory, manifest, rehash=True)
     complete = bool(manifest.get("complete"))
     return {
         "ok": complete and not problems,

@@ -15,7 +15,8 @@ import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError
-from fwe_cli.bootstrap.manifest import FORMAT, Layout, listed_file_problems, load_manifest
+from fwe_cli.bootstrap.manifest import FORMAT, Layout, load_manifest
+from fwe_cli.loader.sources.local_files import listed_file_problems
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordSpec, RecordStream
@@ -103,7 +104,7 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
         raise OutputError(f"{layout.out} holds a bootstrap made with different arguments ({'; '.join(diffs)}): "
                           "re-run with the original arguments to resume it, pass --force to replace it, "
                           "or choose another --out")
-    problems = listed_file_problems(layout, manifest, rehash=False)
+    problems = listed_file_problems(layout.directory, manifest, rehash=False)
     if problems:
         first = problems[0]
         raise OutputError(f"bootstrap at {layout.out} is damaged: {first['name']} {first['problem']} "

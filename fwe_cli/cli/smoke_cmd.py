@@ -16,7 +16,8 @@ from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, fmt_s, print_json
 from fwe_cli.errors import HardTimeout, OutputError
-from fwe_cli.loader.config import check_limit, env_snapshot, resolve_config
+from fwe_cli.loader.config import env_snapshot, resolve_config
+from fwe_cli.loader.limits import check_limit
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 

@@ -14,7 +14,8 @@ from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
-from fwe_cli.loader.config import ENV_VARS, check_limit, resolve_config
+from fwe_cli.loader.config import ENV_VARS, resolve_config
+from fwe_cli.loader.limits import check_limit
 from fwe_cli.errors import ConfigError
 from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.config import check_limit
+from fwe_cli.loader.limits import check_limit
 
 DEFAULT_TARGETS = {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0, "fetch_p95_ms": 100.0}
 

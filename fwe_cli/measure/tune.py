@@ -22,7 +22,8 @@ from typing import Callable
 
 from fwe_cli.artifacts import provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.config import LoaderConfig, check_limit, env_snapshot
+from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.loader.limits import check_limit
 from fwe_cli.measure.child import TEST_HOOK_VARS
 from fwe_cli.measure.phase0 import spawn_run
 from fwe_cli.measure.plan import RunPlan

@@ -147,13 +147,13 @@ def test_a_part_that_stops_being_writable_is_one_line_naming_it(tmp_path, errno_
 
 def test_a_source_failing_mid_run_is_a_source_error(tmp_path):
     """Class 10: a source file that cannot be read (here a corrupt .gz, after a good file has been copied into
-    the parts) exits 4 as a source error, not 8 'cannot write OUT': the output was fine."""
+    the parts) is the input's error (exit 2, naming the file), not 8 'cannot write OUT': the output was fine."""
     source = tmp_path / "src"
     source.mkdir()
     write_jsonl(source / "a.jsonl", [{"text": f"document {i} " * 20, "id": str(i)} for i in range(500)])
     (source / "b.jsonl.gz").write_bytes(b"not gzip at all")  # gzip.BadGzipFile, an OSError
     out = tmp_path / "out"
     result = cli("--local-path", str(source), "--gb", "0.01", "--out", str(out), tmp=tmp_path)
-    assert result.exit_code == 4, result.stderr
+    assert result.exit_code == 2, result.stderr
     line = " ".join(_one_error_line(result).split())
-    assert "cannot read source" in line and "cannot write" not in line
+    assert "b.jsonl.gz is truncated or corrupt" in line and "cannot write" not in line

@@ -115,7 +115,8 @@ def test_cli_bad_flag_is_usage_error(tmp_path):
 def test_every_numeric_field_has_a_limit():
     """Every int/float field of LoaderConfig is range-checked from the one LIMITS table (a new numeric field without
     a limit fails here), so no number reaches a wait, an allocation or orjson unchecked."""
-    from fwe_cli.loader.config import LIMITS, NUMERIC_FIELDS
+    from fwe_cli.loader.config import NUMERIC_FIELDS
+    from fwe_cli.loader.limits import LIMITS
 
     numeric = {f.name for f in dataclasses.fields(LoaderConfig)
                if isinstance(f.default, (int, float)) and not isinstance(f.default, bool)}

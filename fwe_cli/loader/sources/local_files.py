@@ -15,6 +15,7 @@ What `resolve_files` guarantees about the list it returns:
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import glob
 import itertools
 import os
@@ -131,18 +132,16 @@ def _bootstrap_parts(path: str, allow_partial: bool, verify_parts: bool) -> list
 
 def _check_parts(out: str, manifest: dict, verify_parts: bool) -> None:
     """InputError unless every part the manifest lists is a regular file of the recorded size (and sha256)."""
-    # bootstrap.manifest holds the one comparison of parts with their manifest (`fwe bootstrap --verify` and resume
-    # use it); imported here, not at the top, because it imports this module.
-    from fwe_cli.bootstrap.manifest import Layout, listed_file_problems
-
-    layout = Layout.for_out(out)
+    single = out.endswith(".jsonl")  # X.jsonl + X.jsonl.manifest.json, else a directory with manifest.json
+    directory = os.path.dirname(os.path.abspath(out)) if single else out
     if verify_parts and not all(isinstance(entry.get("sha256"), str) for entry in manifest["files"]):
-        raise SourceError(f"{layout.manifest_path} records no sha256 for some parts: they cannot be verified")
+        where = out + SIDECAR_MANIFEST_SUFFIX if single else os.path.join(out, MANIFEST_NAME)
+        raise SourceError(f"{where} records no sha256 for some parts: they cannot be verified")
     for entry in manifest["files"]:
-        check_regular_file(os.path.join(layout.directory, entry["name"]))
-    problems = listed_file_problems(layout, manifest, rehash=verify_parts)
+        check_regular_file(os.path.join(directory, entry["name"]))
+    problems = listed_file_problems(directory, manifest, rehash=verify_parts)
     if problems:
-        listed = "; ".join(f"{os.path.join(layout.directory, p['name'])}: {p['problem']}" for p in problems[:3])
+        listed = "; ".join(f"{os.path.join(directory, p['name'])}: {p['problem']}" for p in problems[:3])
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise InputError(f"bootstrap at {out} changed after it was written: {listed}{more}; "
                          f"`fwe bootstrap --verify --out {out}` lists every damaged part, and re-running the bootstrap "
@@ -209,3 +208,46 @@ def _once(paths: list[str]) -> list[str]:
             seen.add(real)
             out.append(path)
     return out
+
+
+HASH_BLOCK = 1 << 20
+
+
+def sha256_file(path: str, limit: int | None = None) -> str:
+    """sha256 of the file (or of its first `limit` bytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as handle:
+        remaining = limit
+        while remaining is None or remaining > 0:
+            block = handle.read(HASH_BLOCK if remaining is None else min(HASH_BLOCK, remaining))
+            if not block:
+                break
+            digest.update(block)
+            if remaining is not None:
+                remaining -= len(block)
+    return digest.hexdigest()
+
+
+def listed_file_problems(directory: str, manifest: dict, rehash: bool) -> list[dict]:
+    """One {name, problem} per file a bootstrap manifest lists (names relative to `directory`) that is missing, of the
+    wrong size or (with rehash) the wrong sha256: the one comparison of parts with their manifest, for the loader,
+    `fwe bootstrap --verify` and resume."""
+    problems = []
+    for entry in manifest.get("files", []):
+        path = os.path.join(directory, entry["name"])
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            problems.append({"name": entry["name"], "problem": "missing"})
+            continue
+        if size != entry["bytes"]:
+            problems.append({"name": entry["name"], "problem": f"{size} bytes, manifest says {entry['bytes']}"})
+        elif rehash:
+            try:
+                differs = sha256_file(path) != entry["sha256"]
+            except OSError as exc:  # unreadable, or a directory under the part's name
+                problems.append({"name": entry["name"], "problem": os_error_line("read", path, exc)})
+                continue
+            if differs:
+                problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
+    return problems
