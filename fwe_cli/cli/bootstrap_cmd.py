@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -10,14 +11,15 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, error_record, provenance, write_json
+from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
-from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED
+from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED, one_line
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
-from fwe_cli.errors import FweError
+from fwe_cli.errors import FweError, OutputError
 
 HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
 
@@ -112,8 +114,8 @@ class _StopOnSignal:
 def _summary(result: dict, artifact: str) -> None:
     table = Table(title="fwe bootstrap", title_justify="left", show_header=False)
     state = {"interrupted": "[bold yellow]INTERRUPTED (resumable)[/]"}.get(result["outcome"], "[bold green]COMPLETE[/]")
-    table.add_row("result", f"{state} — {result['outcome']}")
-    table.add_row("output", result["output"])
+    table.add_row("result", f"{state} — {escape(str(result['outcome']))}")
+    table.add_row("output", escape(str(result["output"])))
     table.add_row("staged", f"{result['bytes'] / 1e9:.3f} GB of {result['target_bytes'] / 1e9:.3f} GB target, "
                             f"{result['documents']:,} docs in {result['files']} part file(s)")
     table.add_row("this run", f"{result['bytes_this_run'] / 1e9:.3f} GB in {result['seconds']:.2f} s "
@@ -123,11 +125,11 @@ def _summary(result: dict, artifact: str) -> None:
                                  f"records confirmed on disk, {result['discarded_bytes']} torn bytes rewritten")
     bad = result.get("bad_records") or {}
     if bad.get("count"):
-        table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest), first: {bad['examples'][0]}")
+        table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest), first: {escape(str(bad['examples'][0]))}")
     if result.get("source_exhausted"):
         table.add_row("[yellow]note[/]", "the source ended before the target size")
-    table.add_row("manifest", result["manifest_path"])
-    table.add_row("artifact", artifact)
+    table.add_row("manifest", escape(str(result["manifest_path"])))
+    table.add_row("artifact", escape(artifact))
     console.print(table)
 
 
@@ -143,10 +145,10 @@ def _verify(out: str, json_out: bool) -> None:
 
     report = verify_bootstrap(out)
     for problem in report["problems"]:
-        console.print(f"[red]bad:[/] {problem['name']}: {problem['problem']}")
+        console.print(f"[red]bad:[/] {escape(problem['name'])}: {escape(problem['problem'])}", soft_wrap=True)
     status = "[green]OK[/]" if report["ok"] else "[red]FAILED[/]"
     console.print(f"verify {status}: {report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB, "
-                  f"complete={report['complete']}, manifest {report['manifest_path']}")
+                  f"complete={report['complete']}, manifest {escape(report['manifest_path'])}", soft_wrap=True)
     if json_out:
         print_json(report)
     if not report["ok"]:
@@ -228,13 +230,17 @@ def bootstrap(
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
                               downloads=downloads, bad_records=bad_records, fields=fields, force=force)
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
+    prepare_output_dir(os.path.dirname(artifact))  # before hours of copying, not after
     try:
         with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:
             from fwe_cli.bootstrap.run import run_bootstrap
 
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
     except FweError as exc:
-        write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
+        try:
+            write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
+        except OutputError as lost:  # the run's own error is the one to report (and exit with)
+            console.print(f"[yellow]warning:[/] no artifact: {escape(one_line(lost))}", soft_wrap=True)
         raise
     except KeyboardInterrupt:  # the second Ctrl-C: no new resume point, the last checkpoint stands
         aborted = KeyboardInterrupt("aborted by a second Ctrl-C")

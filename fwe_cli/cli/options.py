@@ -5,13 +5,14 @@ Every flag defaults to None ("not given") so `resolve_config` can apply flag > N
 
 import functools
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 from rich.markup import escape
 
-from fwe_cli.cli.errors import exit_code_for, one_line
+from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, exit_code_for, internal_error_line, one_line
 from fwe_cli.cli.output import console
 from fwe_cli.errors import FweError
 
@@ -47,6 +48,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "seed": (Optional[int], _opt("--seed", help="Synthetic source seed. Default 0.")),
     "bad_records": (Optional[str], _opt("--bad-records", help="Malformed local record: skip (count, report) | error. Default skip.")),
     "allow_partial": (Optional[bool], _opt("--allow-partial", help="Read an incomplete bootstrap directory.")),
+    "verify_parts": (Optional[bool], _opt("--verify-parts", help="Before reading a bootstrap, compare each part's sha256 with its manifest (sizes are always compared).")),
     "synthetic_on_fail": (Optional[bool], _opt("--synthetic-on-fail", help="If the first batch fails, fall back LOUDLY to synthetic data.")),
     "as_torch": (Optional[bool], _opt("--torch", help="Yield torch tensors (pinned memory when CUDA is available).")),
     "heartbeat_dir": (Optional[str], _opt("--heartbeat-dir", help="Write heartbeat_rank{rank}.jsonl telemetry here.")),
@@ -77,6 +79,16 @@ def fwe_command(with_loader_options: bool = True) -> Callable:
             except FweError as exc:
                 console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
                 raise typer.Exit(exit_code_for(exc)) from None
+            except (typer.Exit, typer.Abort, typer.TyperException):  # typer's own exits and usage errors
+                raise
+            except KeyboardInterrupt:  # bootstrap handles its own (it saves a resume point first)
+                console.print("[bold red]interrupted[/]", soft_wrap=True)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+            except Exception as exc:  # a bug: one line and its own exit code, not a traceback in the user's log
+                if os.environ.get("FWE_TRACEBACK", "").strip() not in ("", "0"):
+                    raise
+                console.print(f"[bold red]error:[/] {escape(internal_error_line(exc))}", soft_wrap=True)
+                raise typer.Exit(EXIT_INTERNAL) from None
 
         if with_loader_options:
             params = [p for p in sig.parameters.values() if p.name != "loader_flags"]

@@ -221,3 +221,33 @@ def test_bootstrap_registered_in_top_level_help():
     """`fwe --help` lists the command."""
     assert "bootstrap" in invoke("--help").stdout
 
+
+
+def test_paths_with_brackets_print_as_typed(tmp_path):
+    """An --out path holding rich markup (`[red]x[/]`, `[torch]`) shows up verbatim in the summary and in --verify's
+    lines: paths are escaped, never read as markup (no MarkupError, no dropped brackets)."""
+    out = tmp_path / "o[red]x[/]-[torch]"
+    result = cli(*SMALL, "--out", str(out), tmp=tmp_path)
+    assert result.exit_code == 0, result.stderr
+    flat = "".join(result.stderr.split())
+    assert "".join(str(out).split()) in flat
+    part = out / "part-00001.jsonl"
+    data = bytearray(part.read_bytes())
+    data[100] ^= 1
+    part.write_bytes(bytes(data))
+    bad = cli("--verify", "--out", str(out), tmp=tmp_path)
+    assert bad.exit_code == 1
+    assert "".join(f"bad: part-00001.jsonl: sha256 differs from the manifest".split()) in "".join(bad.stderr.split())
+    assert "".join(str(out / "manifest.json").split()) in "".join(bad.stderr.split())
+
+
+def test_artifacts_dir_that_is_a_file_is_refused_before_anything_is_staged(tmp_path):
+    """An --artifacts-dir that cannot take the artifact fails at once (exit 8, one line naming it) and stages nothing,
+    rather than after the copy, when the run's outcome could no longer be recorded."""
+    blocker = tmp_path / "artifacts-file"
+    blocker.write_text("not a folder")
+    out = tmp_path / "out"
+    result = invoke("bootstrap", *SMALL, "--out", str(out), "--artifacts-dir", str(blocker))
+    assert result.exit_code == 8, result.stderr
+    assert str(blocker) in "".join(result.stderr.split()) and "Traceback" not in result.stderr
+    assert not out.exists()

@@ -77,6 +77,20 @@ def test_changed_part_is_a_usage_exit_naming_it_in_the_cli(bootstrap, tmp_path):
     assert str(part) in result.stderr and "Traceback" not in result.stderr
 
 
+def test_verify_parts_flag_refuses_a_same_size_edit_in_the_cli(bootstrap, tmp_path):
+    """`fwe smoke --verify-parts` on a bootstrap whose part was edited at the same size exits 2 naming the part;
+    without the flag the size check alone lets it through (the run succeeds)."""
+    part = bootstrap / manifest_of(bootstrap)["files"][0]["name"]
+    data = bytearray(part.read_bytes())
+    data[20] = ord("Z") if data[20] != ord("Z") else ord("Y")
+    part.write_bytes(bytes(data))
+    common = ("smoke", "--local-path", str(bootstrap), "--tokenizer", "byte", "--batches", "1", "--seq-len", "64")
+    assert invoke(*common, "--artifacts-dir", str(tmp_path / "a")).exit_code == 0
+    result = invoke(*common, "--verify-parts", "--artifacts-dir", str(tmp_path / "b"))
+    assert result.exit_code == 2, result.stderr
+    assert f"{part}: sha256 differs from the manifest" in " ".join(result.stderr.split())
+
+
 def test_single_file_bootstrap_is_checked_against_its_sidecar_manifest(tmp_path):
     """A single-file bootstrap X.jsonl read by name is compared with X.jsonl.manifest.json like a directory's parts."""
     out = tmp_path / "one.jsonl"
