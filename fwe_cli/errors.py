@@ -5,6 +5,10 @@ bug and keeps its traceback.
 """
 
 
+class EndOfData(Exception):
+    """The loader has no batch left: its last epoch ended. Not an error (plain iteration just stops on it)."""
+
+
 class FweError(Exception):
     """Base class: an error fwe knows how to explain in one line."""
 

@@ -15,7 +15,7 @@ from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_d
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, fmt_s, print_json
-from fwe_cli.errors import HardTimeout, OutputError
+from fwe_cli.errors import ConfigError, HardTimeout, OutputError, os_error_line
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
 
@@ -117,11 +117,25 @@ def _summary(result: dict, artifact: str) -> None:
     console.print(table)
 
 
+def _read_state(path: Path) -> dict:
+    """The JSON of a --save-state file; ConfigError naming the file when it cannot be read or parsed."""
+    import orjson
+
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(os_error_line("read the resume state", str(path), exc)) from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
+
+
 @fwe_command()
 def smoke(
     timeout: Annotated[float, typer.Option(help="Hard limit in seconds for the first batch and the rest.")] = 60.0,
     batches: Annotated[int, typer.Option(min=1, help="How many batches to pull and check.")] = 3,
     save_batches: Annotated[Optional[Path], typer.Option(help="Save pulled batches to this .npz (diff two nodes/runs).")] = None,
+    save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here.")] = None,
+    resume_state: Annotated[Optional[Path], typer.Option(help="Start right after the batches of a state written by --save-state (same settings).")] = None,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
@@ -136,11 +150,15 @@ def smoke(
     prepare_output_dir(os.path.dirname(artifact))
     if save_batches is not None:
         check_output_file(str(save_batches), "save batches to")
+    if save_state is not None:
+        check_output_file(str(save_state), "save the loader state to")
+    resume = _read_state(resume_state) if resume_state is not None else None
     watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
                                    "fallback": None, "started": utc_iso()}, json_out)
     try:
         result, exc = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
-                                on_deadline=watchdog.arm)
+                                on_deadline=watchdog.arm, resume=resume,
+                                save_state=str(save_state) if save_state else None)
     finally:
         watchdog.cancel()
     result["artifact"] = artifact

@@ -123,10 +123,21 @@ class LoaderConfig:
     """Directory for heartbeat_rank{rank}.jsonl telemetry; None disables it."""
     rank: int = 0
     """Rank written into heartbeat lines and file name."""
+    shuffle_seed: int | None = None
+    """Shuffle: file order permuted per epoch and documents permuted in windows of `shuffle_window`, a pure function
+    of (seed, epoch, data); None keeps stream order."""
+    shuffle_window: int = 10_000
+    """Documents per shuffle window (held in memory together)."""
+    epochs: int = 1
+    """Passes over the data; the stream ends after the last."""
 
     def __post_init__(self) -> None:
         for name in NUMERIC_FIELDS:
-            check_limit(name, getattr(self, name))
+            if not (name == "shuffle_seed" and self.shuffle_seed is None):
+                check_limit(name, getattr(self, name))
+        if self.shuffle_seed is not None and self.source == "hub" and self.hub_reader == "datasets":
+            raise ConfigError("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for "
+                              "stream order): drop --hub-reader datasets or the shuffle")
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")

@@ -5,6 +5,7 @@
         for batch in loader:            # np.int32 [batch_size, seq_len] (torch tensor with as_torch)
             ...
         stats = loader.stats()
+        state = loader.state_dict()     # resume: FineWebLoader(config, state=state) (see fwe_cli.loader.resume)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Iterator
 import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout
+from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
+from fwe_cli.loader.resume import build_state, check_state
 from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
@@ -30,9 +32,14 @@ ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbea
 
 
 class FineWebLoader:
-    def __init__(self, config: LoaderConfig):
+    """Packed batches of a config's documents; with `state` (a `state_dict()`), from right after its last batch."""
+
+    def __init__(self, config: LoaderConfig, state: dict | None = None):
         if config.as_torch and importlib.util.find_spec("torch") is None:  # imported later, beside the source
             raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'")
+        position, files = None, None
+        if state is not None:
+            config, position, files = check_state(state, config)
         self.config = config
         self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
@@ -44,11 +51,12 @@ class FineWebLoader:
         self._queue_fill: list[int] = []
         self._steps = 0
         self._closed = False
-        self._start(config)
+        self._position = position  # of the last batch the consumer received (its state)
+        self._start(config, position, files)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _start(self, config: LoaderConfig) -> None:
-        self.pipeline = Pipeline(config, on_progress=self._progress)
+    def _start(self, config: LoaderConfig, position: dict | None = None, files: list[str] | None = None) -> None:
+        self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files)
         self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth) if config.prefetch else None
         self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
 
@@ -108,10 +116,16 @@ class FineWebLoader:
         return self
 
     def _fetch(self, timeout: float):
+        """The next (batch, position); EndOfData after the last."""
         if self._prefetcher is None:
-            return next(self._inline)  # type: ignore[arg-type]
+            try:
+                return next(self._inline)  # type: ignore[arg-type]
+            except StopIteration:
+                raise EndOfData("the loader's data ended (its last epoch)") from None
         try:
             return self._prefetcher.get(timeout)
+        except StopIteration:
+            raise EndOfData("the loader's data ended (its last epoch)") from None
         except TimeoutError:
             which = "first batch" if self._steps == 0 else f"batch {self._steps + 1}"
             stage = self.pipeline.stage
@@ -123,15 +137,19 @@ class FineWebLoader:
             raise LoaderError(f"loader producer failed while {self.pipeline.stage}: {exc}") from cause
 
     def __next__(self):
-        return self.next_batch()
+        try:
+            return self.next_batch()
+        except EndOfData:
+            raise StopIteration from None
 
     def next_batch(self, timeout: float | None = None):
         """The next batch, waiting at most `timeout` seconds (default loader_timeout; prefetch only).
 
-        Raises StopIteration at the end of the data, LoaderTimeout naming the producer's stage, or the
-        producer's own error (a FweError as is, anything else as LoaderError with the cause chained)."""
+        Raises EndOfData after the last batch (plain iteration just ends), LoaderTimeout naming the producer's
+        stage, or the producer's own error (a FweError as is, anything else as LoaderError with the cause
+        chained)."""
         if self._closed:
-            raise StopIteration
+            raise EndOfData("the loader is closed")
         timeout = self.config.loader_timeout if timeout is None else timeout
         if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
             self.warmup()
@@ -141,12 +159,10 @@ class FineWebLoader:
         if self._prefetcher is not None:
             self._queue_fill.append(self._prefetcher.qsize())
         try:
-            batch = self._fetch(timeout)
-        except StopIteration:
-            raise
+            batch, self._position = self._fetch(timeout)
         except FweError as exc:
             if self._steps == 0 and self.config.synthetic_on_fail and self.fallback is None:
-                batch = self._fall_back(exc, timeout)
+                batch, self._position = self._fall_back(exc, timeout)
             else:
                 self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
                 raise
@@ -177,8 +193,26 @@ class FineWebLoader:
             self._prefetcher.close(timeout=FALLBACK_JOIN_S)
         self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",
                          "tokenizer": tokenizer}
-        self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None))
+        self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None, shuffle_seed=None))
         return self._fetch(timeout)
+
+    # -- resume ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
+        `load_state_dict`) continues right after the last batch this loader returned."""
+        p = self.pipeline
+        files = p.documents.files if p.config.source == "local" else None
+        return build_state(p.config, p.documents.revision, files, self._position, self._steps)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from `state` (a `state_dict()`): the producer restarts right after that state's last batch.
+        ConfigError naming the setting when the state was saved under another one."""
+        config, position, files = check_state(state, self.config)
+        self.pipeline.close()
+        if self._prefetcher is not None:
+            self._prefetcher.close(timeout=FALLBACK_JOIN_S)
+        self.config, self._position = config, position
+        self._start(config, position, files)
 
     # -- stats -------------------------------------------------------------------------------------
     def stats(self) -> dict:

@@ -19,8 +19,9 @@ class Packer:
         self._buf = np.empty(self.batch_tokens, dtype=np.int32)
         self._fill = 0
 
-    def add(self, ids: np.ndarray) -> Iterator[np.ndarray]:
-        """Append ids; yield every batch that becomes full. Each yielded array is a fresh buffer."""
+    def add(self, ids: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
+        """Append ids; yield (batch, ids of this call in it and earlier batches) for every batch that becomes full.
+        Each yielded array is a fresh buffer."""
         pos, n = 0, len(ids)
         while pos < n:
             take = min(self.batch_tokens - self._fill, n - pos)
@@ -31,4 +32,4 @@ class Packer:
                 batch = self._buf.reshape(self.batch_size, self.seq_len)
                 self._buf = np.empty(self.batch_tokens, dtype=np.int32)
                 self._fill = 0
-                yield batch
+                yield batch, pos

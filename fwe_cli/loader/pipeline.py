@@ -47,14 +47,18 @@ def effective_threads(config: LoaderConfig) -> int:
 class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
-    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None):
+    def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
+                 start: dict | None = None, expect_files: list[str] | None = None):
         self.config = config
+        self.start = start or {}
+        """A batch's position (see __iter__): production continues right after that batch."""
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
         self._tokenizer_load: _InBackground | None = None
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
-        self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark)
+        self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark,
+                                        start=self.start.get("doc"), expect_files=expect_files)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
         self.docs = 0
@@ -84,14 +88,15 @@ class Pipeline:
             self.docs_by_backend[backend.backend] = self.docs_by_backend.get(backend.backend, 0) + len(texts)
         return ids
 
-    def _doc_batches(self) -> Iterator[list[str]]:
+    def _doc_batches(self) -> Iterator[tuple[list[str], dict | None]]:
+        """(texts, the first document's `resume`) per document batch."""
         docs = iter(self.documents)
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
         # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
         report = self.config.report_docs
         while not self._closing.is_set():
-            chunk = [d.text for d in islice(docs, size)]
+            chunk = list(islice(docs, size))
             size = min(size * 2, self.config.doc_batch)
             if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
                 self._await_tokenizer()
@@ -104,27 +109,30 @@ class Pipeline:
                 self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
                                    "docs_per_s": round(self.docs / elapsed, 2),
                                    "tokens_per_s": round(self.tokens / elapsed, 1)})
-            yield chunk
+            yield [d.text for d in chunk], chunk[0].resume
 
-    def _token_arrays(self) -> Iterator[np.ndarray]:
+    def _token_arrays(self) -> Iterator[tuple[np.ndarray, dict | None]]:
+        """(ids, the first document's `resume`) per document batch, in order."""
         if self.threads <= 1:
-            for texts in self._doc_batches():
+            for texts, resume in self._doc_batches():
                 self.stage = "tokenizing"
-                yield self._encode(texts)
+                yield self._encode(texts), resume
                 self.stage = "reading documents"
             return
-        pending: deque[Future] = deque()
+        pending: deque[tuple[Future, dict | None]] = deque()
         pool = self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
         try:
-            for texts in self._doc_batches():
-                pending.append(pool.submit(self._encode, texts))
-                while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
+            for texts, resume in self._doc_batches():
+                pending.append((pool.submit(self._encode, texts), resume))
+                while len(pending) >= 2 * self.threads or (pending and pending[0][0].done()):
                     self.stage = "tokenizing"
-                    yield pending.popleft().result()
+                    future, first = pending.popleft()
+                    yield future.result(), first
                 self.stage = "reading documents"
             while pending and not self._closing.is_set():
                 self.stage = "tokenizing"
-                yield pending.popleft().result()
+                future, first = pending.popleft()
+                yield future.result(), first
         finally:
             # Closing: encodes not started are cancelled and the producer does not wait for the ones running
             # (their results are dropped); `join_workers` waits for those.
@@ -151,7 +159,11 @@ class Pipeline:
         self.stage = f"loading tokenizer {self.config.tokenizer!r}"
         self.tokenizer = self._tokenizer_load.result()
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[tuple[object, dict]]:
+        """(batch, its position) for each batch. A position is {"doc": the `resume` of a document, "skip": tokens of
+        the stream from that document on that are in this or earlier batches}: a pipeline started at it produces
+        the batch after this one first, whatever its doc batch, Q or threads (ids are per document, so the token
+        stream from a document on does not depend on how documents were grouped for encoding)."""
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
@@ -164,15 +176,18 @@ class Pipeline:
         packer = Packer(self.config.seq_len, self.config.batch_size)
         to_output = None
         upgrading = False
-        for ids in self._token_arrays():
+        to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
+        for ids, first in self._token_arrays():
             self.stage = "packing"
-            self.tokens += len(ids)
-            for batch in packer.add(ids):
+            skipped = min(to_skip, len(ids))
+            to_skip -= skipped
+            self.tokens += len(ids) - skipped
+            for batch, used in packer.add(ids[skipped:]):
                 self.batches += 1
                 self.mark("first_batch")
                 if converting is not None and to_output is None:
                     to_output = converting.result()
-                yield to_output(batch) if to_output else batch
+                yield (to_output(batch) if to_output else batch), {"doc": first, "skip": skipped + used}
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()

@@ -59,6 +59,7 @@ def _steady(loader, steps: int, step_ms: float) -> dict:
     import numpy as np
     import psutil
 
+    from fwe_cli.errors import EndOfData
     from fwe_cli.loader.telemetry import percentiles_ms
 
     proc = psutil.Process()
@@ -70,7 +71,7 @@ def _steady(loader, steps: int, step_ms: float) -> dict:
         s = time.perf_counter()
         try:
             batch = loader.next_batch()
-        except StopIteration:
+        except EndOfData:
             break
         blocked.append(time.perf_counter() - s)
         pulled += int(np.prod(batch.shape))

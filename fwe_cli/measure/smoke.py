@@ -12,9 +12,10 @@ import time
 from typing import Callable
 
 import numpy as np
+import orjson
 
 from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
-from fwe_cli.errors import FweError, LoaderTimeout, OutputError
+from fwe_cli.errors import EndOfData, FweError, LoaderTimeout, OutputError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S, FineWebLoader
@@ -92,7 +93,7 @@ def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.nd
                                 stage=loader.pipeline.stage)
         try:
             pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
-        except StopIteration:
+        except EndOfData:
             break
         if loader.fallback is not None:
             deadline.fallback_seen(loader.fallback)
@@ -100,11 +101,13 @@ def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.nd
 
 
 def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None,
-              on_deadline: Callable[[float, dict | None], None] | None = None) -> tuple[dict, Exception | None]:
+              on_deadline: Callable[[float, dict | None], None] | None = None, resume: dict | None = None,
+              save_state: str | None = None) -> tuple[dict, Exception | None]:
     """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise.
 
     `on_deadline(latest, fallback)` hears when the loader must have returned at the latest (perf_counter time), when
-    the deadline is set and when a fallback moves it."""
+    the deadline is set and when a fallback moves it. `resume`: a loader state to start from; `save_state`: where
+    to write the loader's state after the last batch (JSON)."""
     started = utc_iso()
     # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
     # network, not after the last batch
@@ -114,7 +117,7 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     deadline = Deadline(config.loader_timeout, config.synthetic_on_fail, on_deadline)
     counting = uses_hub(config.source, config.tokenizer) and start_counting()
     requests_before = len(request_times())
-    loader = FineWebLoader(config)
+    loader = FineWebLoader(config, state=resume)
     pulled: list[np.ndarray] = []
     error: Exception | None = None
     try:
@@ -133,6 +136,15 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         "config": config.to_dict(), "env": env_snapshot(), **_gathered(gathering, facts), "started": started,
         "finished": utc_iso(),
     })
+    if save_state and error is None:
+        try:
+            write_atomic(save_state, orjson.dumps(loader.state_dict()) + b"\n")
+            result["saved_state"] = save_state
+        except OSError as exc:
+            error = output_error("save the loader state to", save_state, exc)
+            result.update(ok=False, error=error_record(error))
+    if resume is not None:
+        result["resumed_from"] = {"batches": resume.get("batches"), "position": resume.get("position")}
     if save_path and pulled:
         failure = _save(save_path, pulled, config)
         if failure is None:

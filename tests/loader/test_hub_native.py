@@ -81,7 +81,7 @@ def test_reader_yields_every_row_in_file_order_reading_only_the_wanted_columns(h
     request is a Range read: the footer, then one span per row group holding only `text` and `id`."""
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
     hub_env.new_log("read")
-    got = list(iter_rows(HubParquetReader(listing)))
+    got = [row for row, _after in iter_rows(HubParquetReader(listing))]
     want = [row for path in _repo_files(hubsim_root) for row in pq.read_table(path, columns=["text", "id"]).to_pylist()]
     assert got == want
     want_ranges = Counter()
@@ -101,7 +101,7 @@ def test_closing_the_reader_early_stops_the_read_ahead_thread(hub_env):
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
     reader = HubParquetReader(listing, read_ahead=1)
     iterator = iter(reader)
-    assert len(next(iterator)["text"]) > 0
+    assert len(next(iterator)[2]["text"]) > 0
     iterator.close()
     reader._thread.join(timeout=30)  # a bound, not a wait for time to pass: the thread ends at its next put
     assert not reader._thread.is_alive()

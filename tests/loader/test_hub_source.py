@@ -25,7 +25,8 @@ def fake_hub(monkeypatch, request):
     open_hub_stream; the native reader's rows come from DocumentStream._open_native). Returns the reader's name."""
     monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream",
                         lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
-    monkeypatch.setattr(DocumentStream, "_open_native", lambda self: iter(ROWS))
+    monkeypatch.setattr(DocumentStream, "_open_native",
+                        lambda self, epoch, at: ((row, (0, 0, n)) for n, row in enumerate(ROWS, start=1)))
     return request.param
 
 

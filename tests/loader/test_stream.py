@@ -45,7 +45,7 @@ def test_stream_is_concatenation_of_documents_in_shard_order(tokenizer_spec, syn
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), tokenizer=tokenizer_spec, seq_len=128,
                          batch_size=4, doc_batch=5, shard_mod=mod, shard_rem=rem)
     batches = pull(cfg, 6)
-    docs = [d for i, d in enumerate(iter_local([str(synthetic_jsonl)], BadRecords(), False)) if i % mod == rem]
+    docs = [d for i, (d, _) in enumerate(iter_local([str(synthetic_jsonl)], BadRecords(), False)) if i % mod == rem]
     expect = expected_stream(docs, load_tokenizer(tokenizer_spec), batches.size)
     assert np.array_equal(batches.reshape(-1), expect)
 
@@ -98,7 +98,7 @@ def test_synthetic_shards_partition_the_stream():
 def test_nothing_dropped_but_final_partial_batch(synthetic_jsonl):
     """Over a finite file, emitted tokens == all tokens minus (total % batch tokens): nothing lost mid-stream."""
     tok = load_tokenizer("byte")
-    docs = list(iter_local([str(synthetic_jsonl)], BadRecords(), False))
+    docs = [d for d, _ in iter_local([str(synthetic_jsonl)], BadRecords(), False)]
     total = sum(len(d.text.encode()) + 1 for d in docs)
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), tokenizer="byte", seq_len=500, batch_size=3)
     with FineWebLoader(cfg) as loader:

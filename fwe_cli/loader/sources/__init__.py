@@ -1,15 +1,19 @@
-"""Document sources: one entry point, `DocumentStream`, that opens the configured source and shards it."""
+"""Document sources: one entry point, `DocumentStream`, that opens the configured source and orders, shuffles and
+shards its documents (sources.order), from the start or from a saved position."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 from typing import Callable, Iterator
 
+from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.hub import iter_hub
 from fwe_cli.loader.sources.local import BadRecords, iter_local, resolve_files
+from fwe_cli.loader.sources.order import ordered, permuted
 
 
 class DocumentStream:
@@ -20,8 +24,14 @@ class DocumentStream:
     """
 
     def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
-                 mark: Callable[[str], None] = lambda name: None):
+                 mark: Callable[[str], None] = lambda name: None, start: dict | None = None,
+                 expect_files: list[str] | None = None):
         self.config = config
+        self.start = start
+        """A document's `resume`: the stream yields that document first (None: from the start)."""
+        self.expect_files = expect_files
+        """For a resumed local stream: the files its positions were saved over."""
+        self._listing = None  # the native reader's HubListing, once resolved
         self._mark = mark
         self.bad = BadRecords()
         self.files: list[str] = []
@@ -48,51 +58,77 @@ class DocumentStream:
 
     def __iter__(self) -> Iterator[Document]:
         c = self.config
+        seed = c.shuffle_seed
+        for doc in ordered(self._open_at, c.shard, c.epochs, seed, c.shuffle_window, self.start):
+            self._mark("first_document")
+            yield doc
+
+    def _open_at(self, epoch: int, at: tuple | None) -> Iterator[tuple[Document, tuple]]:
+        """(document, position after it) of the whole stream in epoch `epoch`'s file order, from position `at`."""
+        c = self.config
         strict = c.bad_records == "error"
         if c.source == "synthetic":
             from fwe_cli.loader.sources.synthetic import iter_synthetic  # numpy: only runs that use it pay for it
 
-            self._mark("source_opened")
-            for doc in iter_synthetic(c.seed, c.shard):
-                self._mark("first_document")
-                yield doc
-            return
-        if c.source == "local":
-            hashing = ", hashing bootstrap parts" if c.verify_parts else ""
-            self._set_stage(f"opening source (listing local files{hashing})")
-            self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
-            docs = iter_local(self.files, self.bad, strict)
+            first = at[0] if at else 0
+            docs = ((doc, (first + i + 1,)) for i, doc in enumerate(iter_synthetic(c.seed, start=first)))
+        elif c.source == "local":
+            if not self.files:
+                hashing = ", hashing bootstrap parts" if c.verify_parts else ""
+                self._set_stage(f"opening source (listing local files{hashing})")
+                self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
+                self._check_files()
+            docs = iter_local(self._epoch_order(self.files, epoch), self.bad, strict, at)
         elif c.hub_reader == "native":
-            docs = iter_hub(self._open_native(), c.dataset, self.bad, strict)
+            docs = iter_hub(self._open_native(epoch, at), c.dataset, self.bad, strict)
         else:
-            from fwe_cli.loader.sources.hub import open_hub_stream
+            from fwe_cli.loader.sources.hub import datasets_rows, open_hub_stream
 
             self._set_stage(f"opening source (Hub handshake, metadata and file listing for {c.dataset})")
-            docs = iter_hub(open_hub_stream(c.dataset, c.name, c.split, c.revision), c.dataset, self.bad, strict)
+            stream = open_hub_stream(c.dataset, c.name, c.split, c.revision)
+            rows = at[0] if at else 0
+            docs = iter_hub(datasets_rows(stream, rows), c.dataset, self.bad, strict, counted=rows)
         self._mark("source_opened")
         self._set_stage("reading first document")
-        for doc in self._shard(docs):
-            self._mark("first_document")
-            yield doc
+        return docs
 
-    def _open_native(self) -> Iterator[dict]:
-        """List the config's parquet files (cached), then their rows through range reads (see hub_parquet), files
-        in `datasets` order; the reader's thread stops when the rows are closed or collected."""
+    def _epoch_order(self, files: list, epoch: int) -> list:
+        """The files in epoch `epoch`'s order: as listed, or permuted by (shuffle seed, epoch)."""
+        seed = self.config.shuffle_seed
+        return files if seed is None else permuted(files, "files", seed, epoch)
+
+    def _check_files(self) -> None:
+        """A resumed stream reads the files its state was saved over (positions name files by number)."""
+        if self.expect_files is not None and self.expect_files != self.files:
+            raise ConfigError(f"the resume state was saved over {len(self.expect_files)} files of "
+                              f"{self.config.local_path!r}, which now gives {len(self.files)} (or other ones): "
+                              "resume over the same files, or start without the state")
+
+    def _open_native(self, epoch: int, at: tuple | None) -> Iterator[tuple[dict, tuple]]:
+        """List the config's parquet files (cached; once per stream), then their rows through range reads (see
+        hub_parquet), files in `datasets` order (or the epoch's shuffled one); the reader's thread stops when the
+        rows are closed or collected."""
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
         from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
 
         c = self.config
-        # pyarrow is slow to import: a first start imports it while the listing waits on the network; a warm one
-        # only when its head cache does not hold the first row group (the reader imports it once it needs it)
-        warm = c.hub_cache and listed_before(c.dataset, c.revision)
-        if not warm:
-            _import_in_background("pyarrow.parquet")
-        self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
-        listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
-        self.revision, self.files = listing.revision, [f.path for f in listing.files]
-        self.head = HeadCache(listing) if c.hub_cache else None
-        self._reader = HubParquetReader(listing, head=self.head)
+        if self._listing is None:
+            # pyarrow is slow to import: a first start imports it while the listing waits on the network; a warm
+            # one only when its head cache does not hold the first row group (the reader imports it once needed)
+            warm = c.hub_cache and listed_before(c.dataset, c.revision)
+            if not warm:
+                _import_in_background("pyarrow.parquet")
+            self._set_stage(f"opening source (Hub file listing of {c.dataset}, config {c.name})")
+            self._listing = resolve_listing(c.dataset, c.name, c.split, c.revision, use_cache=c.hub_cache)
+            self.revision, self.files = self._listing.revision, [f.path for f in self._listing.files]
+            self.head = HeadCache(self._listing) if c.hub_cache else None
+        else:
+            warm = True
+        listing = dataclasses.replace(self._listing, files=tuple(self._epoch_order(list(self._listing.files), epoch)))
+        if self._reader is not None:
+            self._reader.close()
+        self._reader = HubParquetReader(listing, head=self.head, start=at or (0, 0, 0))
         if warm and not self._reader.starts_from_cache():
             _import_in_background("pyarrow.parquet")
         return iter_rows(self._reader)
@@ -115,11 +151,6 @@ class DocumentStream:
         """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""
         if self._reader is not None:
             self._reader.close()
-
-    def _shard(self, docs: Iterator[Document]) -> Iterator[Document]:
-        """The documents the config's shard owns, indices counted over the whole stream."""
-        shard = self.config.shard
-        return (doc for index, doc in enumerate(docs) if shard.owns(index))
 
 
 def _import_in_background(module: str) -> None:

@@ -69,8 +69,25 @@ def hub_rows(stream, dataset: str, bad: BadRecords, strict: bool, rows: int = 0)
         bad.reject(f"{dataset}#row{rows}", bad_text_reason(text), strict)
 
 
-def iter_hub(stream, dataset: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
-    """The stream's good rows as Documents (unsharded); a row without a string `id` is named `{dataset}#{row index}`."""
-    for row, rows in hub_rows(stream, dataset, bad, strict):
+def iter_hub(rows: Iterator[tuple[dict, tuple]], dataset: str, bad: BadRecords, strict: bool,
+             counted: int = 0) -> Iterator[tuple[Document, tuple]]:
+    """(document, position after it) for the good rows of `rows` ((row, position after it) pairs from either Hub
+    reader), unsharded; `counted` rows came before. A row whose `text` is not a string is counted in `bad` as
+    `{dataset}#row{n}` (or raises with `strict`); a row without a string `id` is named `{dataset}#{row index}`."""
+    for row, after in rows:
+        counted += 1
+        text = row.get("text")
+        if not isinstance(text, str):
+            bad.reject(f"{dataset}#row{counted}", bad_text_reason(text), strict)
+            continue
         rid = row.get("id")
-        yield Document(text=row["text"], id=rid if isinstance(rid, str) else f"{dataset}#{rows - 1}")
+        yield Document(text=text, id=rid if isinstance(rid, str) else f"{dataset}#{counted - 1}"), after
+
+
+def datasets_rows(stream, rows: int = 0) -> Iterator[tuple[dict, tuple]]:
+    """A `datasets` stream's rows with their position: (rows read,). A stream opened at a position skips that many
+    rows (`IterableDataset.skip`, which reads them: the `datasets` reader resumes in O(rows), the native one not)."""
+    if rows:
+        stream = stream.skip(rows)
+    for rows, row in enumerate(stream, start=rows + 1):
+        yield row, (rows,)

@@ -43,13 +43,16 @@ class HubParquetReader:
     """Iterate row groups as {column: list of values} (the `columns` a file has), over a listing's files in order."""
 
     def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
-                 read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None):
+                 read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0)):
         self.listing = listing
         self.columns = columns
         self.head = head
         """Where footers and the first row groups are kept and found again (None: always the network)."""
+        self.start = tuple(start)
+        """(file number, row group, row) of the first row to read: a resumed stream skips what came before."""
         self._serving = head is not None  # read-ahead thread: the row groups so far came from the head cache
-        self._keeping = head is not None  # consumer: the row groups so far are all in the head cache
+        # consumer: the row groups so far are all in the head cache (which keeps a prefix of the stream)
+        self._keeping = head is not None and self.start == (0, 0, 0)
         self._queue: queue.Queue = queue.Queue(maxsize=read_ahead)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
@@ -88,16 +91,16 @@ class HubParquetReader:
                 self.head.put(file.path, start, data)
         return data
 
-    def _cached_rows(self, file: HubFile) -> tuple[int, bool]:
-        """Queue the row groups of `file` the head cache holds, from the first; (groups queued, file done)."""
-        group = 0
+    def _cached_rows(self, index: int, file: HubFile, group: int) -> tuple[int, bool]:
+        """Queue the row groups of `file` the head cache holds, from `group` on; (next group, whether the file is
+        done)."""
         while self._serving:
             hit = self.head.get_rows(file.path, group)
             if hit is None:
                 self._serving = False
                 break
             columns, last = hit
-            if not self._put(("rows", columns)):
+            if not self._put(("rows", index, group, columns)):
                 raise _Stopped()
             group += 1
             if last:
@@ -106,8 +109,10 @@ class HubParquetReader:
 
     def _read_ahead(self) -> None:
         try:
-            for index, file in enumerate(self.listing.files):
-                first, done = self._cached_rows(file)
+            start_file, start_group, _ = self.start
+            for index in range(start_file, len(self.listing.files)):
+                file = self.listing.files[index]
+                first, done = self._cached_rows(index, file, start_group if index == start_file else 0)
                 if done:
                     continue
                 self._pass_gate()  # the footer parse below imports pyarrow
@@ -152,7 +157,8 @@ class HubParquetReader:
         finally:
             self._consumer_waiting = False
 
-    def __iter__(self) -> Iterator[dict[str, list]]:
+    def __iter__(self) -> Iterator[tuple[int, int, dict[str, list]]]:
+        """(file number, row group, {column: values}) for each row group from `start`'s, in order."""
         if self._started:
             raise RuntimeError("a HubParquetReader is iterated once")
         self._started = True
@@ -166,13 +172,13 @@ class HubParquetReader:
                 if isinstance(item, _Failure):
                     raise item.exc
                 if item[0] == "rows":
-                    yield item[1]
+                    yield item[1], item[2], item[3]
                     continue
                 if item[0] == "file":
                     import pyarrow.parquet as pq
 
-                    _, index, metadata, footer_start, footer, names = item
-                    file = self.listing.files[index]
+                    _, number, metadata, footer_start, footer, names = item
+                    file = self.listing.files[number]
                     view = Ranges(file.path, file.size)
                     view.put(footer_start, footer)
                     parquet = pq.ParquetFile(view, metadata=metadata, pre_buffer=False)
@@ -186,7 +192,7 @@ class HubParquetReader:
                 columns = {name: table.column(name).to_pylist() for name in names}
                 if self._keeping:  # the stream's first row groups, in order: kept decoded while the budget lasts
                     self._keeping = self.head.put_rows(file.path, group, columns, last)
-                yield columns
+                yield number, group, columns
         finally:
             self.close()
 
@@ -207,9 +213,13 @@ class HubParquetReader:
             pass
 
 
-def iter_rows(reader: HubParquetReader) -> Iterator[dict]:
-    """The reader's rows as {'text': ..., 'id': ...} dicts (columns it has), in file and row order."""
-    for columns in reader:
+def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, tuple]]:
+    """The reader's rows as ({'text': ..., 'id': ...} (the columns it has), position after the row), in file and row
+    order from the reader's start; a position is (file number, row group, rows of that group read)."""
+    start_file, start_group, start_row = reader.start
+    for number, group, columns in reader:
         names = list(columns)
-        for values in zip(*columns.values()):
-            yield dict(zip(names, values))
+        skip = start_row if (number, group) == (start_file, start_group) else 0
+        for row, values in enumerate(zip(*columns.values()), start=1):
+            if row > skip:
+                yield dict(zip(names, values)), (number, group, row)

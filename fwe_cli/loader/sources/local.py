@@ -127,25 +127,12 @@ def scan_jsonl(
         bad.reject(f"{path}:{lineno}", reason, strict)
 
 
-def iter_jsonl(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
-    # The loader's path: wrapping scan_jsonl (one reader for the loader and bootstrap) costs nothing measurable
-    # against a loop of its own (runbooks/throughput.md).
-    for record, text, lineno, _end, _line in scan_jsonl(path, bad, strict):
-        rid = record.get("id")
-        yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{lineno}")
-
-
 def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, int, int]]:
     """(text, lineno, end_offset) for each non-blank line, from byte `start` (just after line `lineno`)."""
     for line, lineno, offset in read_lines(path, start, lineno):
         text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
         if text.strip():
             yield text, lineno, offset
-
-
-def iter_txt(path: str) -> Iterator[Document]:
-    for text, lineno, _end in scan_txt(path):
-        yield Document(text=text, id=f"{path}:{lineno}")
 
 
 def scan_parquet(
@@ -184,18 +171,28 @@ def scan_parquet(
             bad.reject(f"{path}:row{row}", bad_text_reason(text), strict)
 
 
-def iter_parquet(path: str, bad: BadRecords, strict: bool) -> Iterator[Document]:
-    for record, row in scan_parquet(path, bad, strict):
-        rid = record.get("id")
-        yield Document(text=record["text"], id=rid if isinstance(rid, str) else f"{path}:row{row}")
+def iter_local(files: list[str], bad: BadRecords, strict: bool,
+               start: tuple | None = None) -> Iterator[tuple[Document, tuple]]:
+    """(document, position just after it) for every document of `files` in order (unsharded), from `start`.
 
-
-def iter_local(files: list[str], bad: BadRecords, strict: bool) -> Iterator[Document]:
-    """Every document of `files`, in order (unsharded)."""
-    for path in files:
+    A position is (file number, then for JSONL/TXT the byte offset after the record and its line number, for parquet
+    the rows read twice): a stream opened at it continues with the next document without reading what came before
+    (a .gz is decompressed from its start up to the offset)."""
+    first, begin, lineno = start or (0, 0, 0)
+    for number in range(first, len(files)):
+        path = files[number]
+        at, line = (begin, lineno) if number == first else (0, 0)
+        # The loader's path: wrapping scan_jsonl (one reader for the loader and bootstrap) costs nothing measurable
+        # against a loop of its own (runbooks/throughput.md).
         if path.endswith(JSONL_SUFFIXES):
-            yield from iter_jsonl(path, bad, strict)
+            for record, text, line, end, _raw in scan_jsonl(path, bad, strict, at, line):
+                rid = record.get("id")
+                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{line}"), (number, end, line)
         elif path.endswith(".txt"):
-            yield from iter_txt(path)
+            for text, line, end in scan_txt(path, at, line):
+                yield Document(text=text, id=f"{path}:{line}"), (number, end, line)
         else:
-            yield from iter_parquet(path, bad, strict)
+            for record, row in scan_parquet(path, bad, strict, start_row=at):
+                rid = record.get("id")
+                yield Document(text=record["text"], id=rid if isinstance(rid, str) else f"{path}:row{row}"), \
+                    (number, row, row)

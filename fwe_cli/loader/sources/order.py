@@ -1,0 +1,62 @@
+"""The order documents reach a rank in: epochs, the seeded shuffle, the shard, and where a stream resumes.
+
+A source yields (document, position after it) pairs from a position it is opened at (`open_at(epoch, at)`; `at`
+None is the start of the epoch). This stage numbers the documents of the whole stream (`index`, every shard, good
+records only), groups them into windows of `window` consecutive documents (1 without a shuffle), permutes each
+window with a permutation that is a pure function of (seed, epoch, the window's first index), and keeps the
+documents whose position in that order the shard owns. So every rank sees a disjoint part of the same permutation,
+whatever its Q, doc batch or threads.
+
+Each kept document carries `resume`: {"epoch", "index" (the window's first index), "at" (the source position before
+the window), "k" (the document's place in the permuted window)}. `ordered(..., start=doc.resume)` yields that
+document first: the window is read again from `at` (at most `window` documents) and permuted again, nothing before
+it is read.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import islice
+from typing import Callable, Iterator, Sequence, TypeVar
+
+from fwe_cli.loader.config import Shard
+from fwe_cli.loader.documents import Document
+
+T = TypeVar("T")
+Opener = Callable[[int, "tuple | None"], Iterator[tuple[Document, tuple]]]
+
+
+def permuted(items: Sequence[T], *key: object) -> list[T]:
+    """`items` in the order of a permutation fixed by `key` (string-seeded: the same on every platform and run)."""
+    order = list(items)
+    random.Random(":".join(map(str, key))).shuffle(order)
+    return order
+
+
+def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = None, window: int = 1,
+            start: dict | None = None) -> Iterator[Document]:
+    """The shard's documents over `epochs`, shuffled in windows when `seed` is given, from `start` (a `resume`)."""
+    start = start or {}
+    size = window if seed is not None else 1
+    epoch = int(start.get("epoch", 0))
+    while epoch < epochs:
+        first = epoch == int(start.get("epoch", 0))
+        at = start.get("at") if first else None
+        index = int(start.get("index", 0)) if first else 0
+        skip = int(start.get("k", 0)) if first else 0
+        docs = open_at(epoch, tuple(at) if at is not None else None)
+        if size == 1:
+            for doc, after in docs:
+                if shard.owns(index):
+                    doc.resume = {"epoch": epoch, "index": index, "at": at, "k": 0}
+                    yield doc
+                index, at = index + 1, after
+        else:
+            while block := list(islice(docs, size)):
+                for k, (doc, _after) in enumerate(permuted(block, "docs", seed, epoch, index)):
+                    if k >= skip and shard.owns(index + k):
+                        doc.resume = {"epoch": epoch, "index": index, "at": at, "k": k}
+                        yield doc
+                skip = 0
+                index, at = index + len(block), block[-1][1]
+        epoch += 1
