@@ -6,8 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from fwe_cli.loader.config import RANK_VARS
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import write_jsonl
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher_rank(monkeypatch):
+    """Tests run inside a torchrun or SLURM job still see one shard: the launcher's rank variables are hidden (a
+    test that wants them sets them itself)."""
+    for pair in RANK_VARS.values():
+        for var in pair:
+            monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -43,8 +43,8 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "report_docs": (Optional[int], _opt("--report-docs", help="Progress heartbeat every N docs, 0 off (env NSA_FWE_REPORT_DOCS). Default 1000.")),
     "tokenizer_threads": (Optional[int], _opt("--tokenizer-threads", help="Parallel tokenize threads, 0 = per core (env NSA_FWE_TOKENIZER_THREADS).")),
     "tokenizer_backend": (Optional[str], _opt("--tokenizer-backend", help="auto (tiktoken once proven identical) | tokenizers | tiktoken. Default auto.")),
-    "shard_mod": (Optional[int], _opt("--shard-mod", help="Number of shards: doc i goes to shard i % mod. Default 1.")),
-    "shard_rem": (Optional[int], _opt("--shard-rem", help="This shard, 0 <= rem < mod. Default 0.")),
+    "shard_mod": (Optional[int], _opt("--shard-mod", help="Number of shards: doc i goes to shard i % mod. Default: WORLD_SIZE (torchrun), else SLURM_NTASKS, else 1.")),
+    "shard_rem": (Optional[int], _opt("--shard-rem", help="This shard, 0 <= rem < mod. Default: RANK (torchrun), else SLURM_PROCID, else 0.")),
     "seed": (Optional[int], _opt("--seed", help="Synthetic source seed. Default 0.")),
     "shuffle_seed": (Optional[int], _opt("--shuffle-seed", help="Shuffle with this seed: file order per epoch, documents in windows of --shuffle-window; same seed, same order on any Q/doc batch/threads/rank count. Default off.")),
     "shuffle_window": (Optional[int], _opt("--shuffle-window", help="Documents per shuffle window (held in memory). Default 10000.")),
@@ -55,7 +55,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "synthetic_on_fail": (Optional[bool], _opt("--synthetic-on-fail", help="If the first batch fails, fall back LOUDLY to synthetic data.")),
     "as_torch": (Optional[bool], _opt("--torch", help="Yield torch tensors (pinned memory when CUDA is available).")),
     "heartbeat_dir": (Optional[str], _opt("--heartbeat-dir", help="Write heartbeat_rank{rank}.jsonl telemetry here.")),
-    "rank": (Optional[int], _opt("--rank", help="Rank for heartbeat lines. Default 0.")),
+    "rank": (Optional[int], _opt("--rank", help="Rank for heartbeat lines. Default: the shard's rem when taken from RANK or SLURM_PROCID, else 0.")),
 }
 
 # setting -> the flag that sets it, so a value out of range is reported under the name the user typed; every

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, write_json
+from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, fmt_s, print_json
@@ -95,6 +95,14 @@ def _exit(code: int, result: dict) -> None:
     end_now(code)
 
 
+def rank_path(path: Path, rank: int, flag: str = "--save-batches") -> Path:
+    """`flag`'s path with `{rank}` replaced by `rank` (the shard's rem); any other brace is a usage error."""
+    text = str(path).replace("{rank}", str(rank))
+    if "{" in text or "}" in text:
+        raise ConfigError(f"{flag} takes only {{rank}} as a placeholder (the shard's rem), got {str(path)!r}")
+    return Path(text)
+
+
 def _summary(result: dict, artifact: str) -> None:
     table = Table(title="fwe smoke", title_justify="left", show_header=False)
     ok = result["ok"]
@@ -133,9 +141,9 @@ def _read_state(path: Path) -> dict:
 def smoke(
     timeout: Annotated[float, typer.Option(help="Hard limit in seconds for the first batch and the rest.")] = 60.0,
     batches: Annotated[int, typer.Option(min=1, help="How many batches to pull and check.")] = 3,
-    save_batches: Annotated[Optional[Path], typer.Option(help="Save pulled batches to this .npz (diff two nodes/runs).")] = None,
-    save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here.")] = None,
-    resume_state: Annotated[Optional[Path], typer.Option(help="Start right after the batches of a state written by --save-state (same settings).")] = None,
+    save_batches: Annotated[Optional[Path], typer.Option(help="Save pulled batches to this .npz (diff two nodes/runs); {rank} in it becomes the shard's rem (out_{rank}.npz under torchrun).")] = None,
+    save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here ({rank} as in --save-batches).")] = None,
+    resume_state: Annotated[Optional[Path], typer.Option(help="Start right after the batches of a state written by --save-state (same settings; {rank} as in --save-batches).")] = None,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
@@ -144,9 +152,17 @@ def smoke(
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
+    if save_batches is not None:
+        save_batches = rank_path(save_batches, config.shard.rem)
+    if save_state is not None:
+        save_state = rank_path(save_state, config.shard.rem, "--save-state")
+    if resume_state is not None:
+        resume_state = rank_path(resume_state, config.shard.rem, "--resume-state")
     # outputs that cannot be written fail now (exit 8), not after the run; the heartbeat directory is checked by
     # the loader as it starts, before its first read
-    artifact = artifact_path(str(artifacts_dir), "smoke")
+    # ranks started together share a millisecond: with several shards, each names its artifact after its rem
+    rank_tag = f"_rank{config.shard.rem}" if config.shard.mod > 1 else ""
+    artifact = artifact_path(str(artifacts_dir), "smoke", utc_stamp() + rank_tag)
     prepare_output_dir(os.path.dirname(artifact))
     if save_batches is not None:
         check_output_file(str(save_batches), "save batches to")

@@ -29,6 +29,11 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_WARMUP_TIMEOUT": "warmup_timeout",
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
 }
+# The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
+# pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
+# NSA_FWE_* variable sets the shard, so only the flags (shard_from 'flags') beat these.
+RANK_VARS: dict[str, tuple[str, str]] = {"torchrun": ("RANK", "WORLD_SIZE"), "slurm": ("SLURM_PROCID", "SLURM_NTASKS")}
+SHARD_FROM = ("flags", *RANK_VARS, "default")
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
@@ -79,6 +84,9 @@ class LoaderConfig:
     """Write a progress heartbeat every this many documents (NSA_FWE_REPORT_DOCS); 0 turns it off."""
     shard: Shard = field(default_factory=Shard)
     """Which documents of the stream this loader owns."""
+    shard_from: str = "default"
+    """Where resolve_config took `shard` from: 'flags' (--shard-mod/--shard-rem), 'torchrun' (RANK/WORLD_SIZE),
+    'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
     source: str = "hub"
     """Where documents come from: 'hub' (the Hugging Face Hub), 'local' (files) or 'synthetic' (built in)."""
     local_path: str | None = None
@@ -122,7 +130,8 @@ class LoaderConfig:
     heartbeat_dir: str | None = None
     """Directory for heartbeat_rank{rank}.jsonl telemetry; None disables it."""
     rank: int = 0
-    """Rank written into heartbeat lines and file name."""
+    """Rank written into heartbeat lines and file name; resolve_config makes it the shard's rem when the shard came
+    from a launcher's variables and no rank was given."""
     shuffle_seed: int | None = None
     """Shuffle: file order permuted per epoch and documents permuted in windows of `shuffle_window`, a pure function
     of (seed, epoch, data); None keeps stream order."""
@@ -139,6 +148,8 @@ class LoaderConfig:
             raise ConfigError("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for "
                               "stream order): drop --hub-reader datasets or the shuffle")
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
+        if self.shard_from not in SHARD_FROM:
+            raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
         if self.hub_reader not in HUB_READERS:
@@ -214,7 +225,9 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
                    **flags: Any) -> LoaderConfig:
     """Build the LoaderConfig: a flag given (not None) wins, then the NSA_FWE_* variable, then the default.
 
-    `shard_mod`/`shard_rem` flags build the Shard. Giving `local_path` without `source` selects 'local'.
+    `shard_mod`/`shard_rem` flags build the Shard; without them a launcher's RANK/WORLD_SIZE (torchrun) or
+    SLURM_PROCID/SLURM_NTASKS give it (`rank_from_env`), and `rank` defaults to its rem (shard_from records which).
+    Giving `local_path` without `source` selects 'local'.
     `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
     reported under that name; a variable's is reported under the variable's.
     """
@@ -238,9 +251,36 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             values[name] = value
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
+        values["shard_from"] = "flags"
+    elif (launched := rank_from_env(env)) is not None:
+        values["shard_from"], values["shard"] = launched
+        values.setdefault("rank", values["shard"].rem)
     if values.get("local_path") and "source" not in values:
         values["source"] = "local"
     return LoaderConfig(**values)
+
+
+def rank_from_env(env: Mapping[str, str]) -> tuple[str, Shard] | None:
+    """(launcher, Shard(world size, rank)) from the first pair of RANK_VARS with either variable set, else None.
+
+    A blank variable counts as unset; one of a pair alone, a non-integer, a world size out of range or a rank not
+    below it is a ConfigError naming both variables and what they hold."""
+    for launcher, (rank_var, size_var) in RANK_VARS.items():
+        raw_rank, raw_size = (env.get(var, "").strip() for var in (rank_var, size_var))
+        if not raw_rank and not raw_size:
+            continue
+        held = f"{rank_var}={env.get(rank_var)!r}, {size_var}={env.get(size_var)!r}"
+        if not raw_rank or not raw_size:
+            raise ConfigError(f"{launcher} shard needs both {rank_var} and {size_var} set, got {held}")
+        try:
+            rank, size = int(raw_rank), int(raw_size)
+        except ValueError:
+            raise ConfigError(f"{rank_var} and {size_var} must be integers, got {held}") from None
+        check_limit("shard_mod", size, size_var, f"{raw_size!r} ({held})")
+        if not 0 <= rank < size:
+            raise ConfigError(f"{rank_var} must be from 0 to {size_var} - 1, got {held}")
+        return launcher, Shard(size, rank)
+    return None
 
 
 def env_snapshot(env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -172,7 +172,9 @@ class FineWebLoader:
         self._rolling.append(dt)
         if self._steps == 1:
             self.first_batch_s = time.perf_counter() - self.created
-            self.heartbeat.emit("fineweb_loader_ready", step=0, dt=round(self.first_batch_s, 6))
+            shard = self.config.shard
+            self.heartbeat.emit("fineweb_loader_ready", step=0, dt=round(self.first_batch_s, 6),
+                                shard=[shard.mod, shard.rem], shard_from=self.config.shard_from)
         if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
             roll = percentiles_ms(self._rolling)
             self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),

@@ -142,3 +142,75 @@ def test_out_of_range_flag_and_variable_are_named_as_typed():
     with pytest.raises(ConfigError, match=re.escape("NSA_FWE_WARMUP_TIMEOUT must be a number > 0 and <= 86,400, "
                                                     "got 'inf'")):
         resolve_config(env={"NSA_FWE_WARMUP_TIMEOUT": "inf"})
+
+
+TORCHRUN = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+SLURM = {"SLURM_PROCID": "2", "SLURM_NTASKS": "3"}
+
+
+@pytest.mark.parametrize("env,shard,launcher", [
+    (TORCHRUN, Shard(4, 1), "torchrun"),
+    (SLURM, Shard(3, 2), "slurm"),
+    ({**SLURM, **TORCHRUN}, Shard(4, 1), "torchrun"),  # torchrun inside a SLURM job: per process beats per task
+    ({"LOCAL_RANK": "1", "SLURM_PROCID": " ", "SLURM_NTASKS": ""}, Shard(), "default"),  # blank = unset
+    ({}, Shard(), "default"),
+])
+def test_shard_comes_from_the_launcher_without_flags(env, shard, launcher):
+    """With no shard flags, RANK/WORLD_SIZE (else SLURM_PROCID/SLURM_NTASKS) give the shard, shard_from names the
+    launcher, and the heartbeat rank follows the shard's rem."""
+    config = resolve_config(env=env)
+    assert (config.shard, config.shard_from, config.rank) == (shard, launcher, shard.rem)
+    assert config.to_dict()["shard_from"] == launcher
+    assert LoaderConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("flags", [{"shard_mod": 2, "shard_rem": 0}, {"shard_mod": 2}, {"shard_rem": 0}])
+def test_shard_flags_beat_launcher_variables(flags):
+    """An explicit --shard-mod/--shard-rem wins over every launcher variable, even malformed ones, which are then
+    not read; shard_from is 'flags' and the heartbeat rank keeps its own default."""
+    config = resolve_config(env={**TORCHRUN, **SLURM, "RANK": "x"}, **flags)
+    assert config.shard == Shard(flags.get("shard_mod", 1), 0) and config.shard_from == "flags"
+    assert config.rank == 0
+
+
+def test_explicit_rank_beats_the_launcher_rank():
+    """--rank given is the heartbeat rank even when the shard comes from the launcher."""
+    config = resolve_config(env=TORCHRUN, rank=7)
+    assert (config.shard, config.shard_from, config.rank) == (Shard(4, 1), "torchrun", 7)
+
+
+@pytest.mark.parametrize("env,needles", [
+    ({"RANK": "0", "WORLD_SIZE": "0"}, ["WORLD_SIZE must be an integer from 1 to", "WORLD_SIZE='0'", "RANK='0'"]),
+    ({"RANK": "2", "WORLD_SIZE": "2"}, ["RANK must be from 0 to WORLD_SIZE - 1", "RANK='2'", "WORLD_SIZE='2'"]),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, ["RANK='-1'"]),
+    ({"RANK": "one", "WORLD_SIZE": "2"}, ["must be integers", "RANK='one'", "WORLD_SIZE='2'"]),
+    ({"RANK": "1"}, ["needs both RANK and WORLD_SIZE", "RANK='1'", "WORLD_SIZE=None"]),
+    ({"WORLD_SIZE": "2", **SLURM}, ["needs both RANK and WORLD_SIZE", "WORLD_SIZE='2'"]),
+    ({"SLURM_NTASKS": "2"}, ["needs both SLURM_PROCID and SLURM_NTASKS", "SLURM_NTASKS='2'"]),
+    ({"SLURM_PROCID": "3", "SLURM_NTASKS": "3"}, ["SLURM_PROCID must be from 0 to SLURM_NTASKS - 1", "'3'"]),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2.5"}, ["must be integers", "SLURM_NTASKS='2.5'"]),
+    ({"RANK": "0", "WORLD_SIZE": str(2**70)}, ["WORLD_SIZE must be an integer from 1 to 1,048,576"]),
+])
+def test_bad_launcher_variables_name_them_and_their_values(env, needles):
+    """A malformed pair (world size 0 or out of range, rank not below it, a non-integer, one of the two alone) is a
+    one-line ConfigError naming the variables and what they hold, not a silent single shard."""
+    with pytest.raises(ConfigError) as info:
+        resolve_config(env=env)
+    message = str(info.value)
+    assert all(needle in message for needle in needles), message
+    assert "\n" not in message
+
+
+def test_shard_from_is_validated():
+    """shard_from takes only the documented values, so an artifact never records an unknown origin."""
+    with pytest.raises(ConfigError, match="shard_from must be one of flags, torchrun, slurm, default; got 'env'"):
+        LoaderConfig(shard_from="env")
+
+
+def test_cli_bad_launcher_variable_is_usage_error(tmp_path):
+    """`WORLD_SIZE=0 RANK=0 fwe smoke` exits 2 with one line naming WORLD_SIZE and its value, and writes nothing."""
+    result = invoke("smoke", "--source", "synthetic", "--artifacts-dir", str(tmp_path / "art"),
+                    env={"RANK": "0", "WORLD_SIZE": "0"})
+    assert result.exit_code == 2
+    assert "WORLD_SIZE='0'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "art").exists()

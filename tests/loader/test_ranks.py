@@ -1,0 +1,108 @@
+"""Rank awareness: under torchrun (RANK/WORLD_SIZE) the shard comes from the launcher, so each rank reads its own
+documents, the ranks together read every document once, and artifacts, heartbeat and --save-batches say which rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from tests.helpers import REPO_ROOT, invoke, write_jsonl
+from tests.rank_train import decode_documents
+
+TORCHRUN_TIMEOUT_S = 300  # a bound on a hung rendezvous or collective, not an expected duration
+DOCS = [f"rank test document {i:04d}" for i in range(64)]  # unique, 23 bytes + separator = 24 tokens each
+SEQ_LEN, BATCH = 32, 3  # 96 tokens a batch: each rank's 32 documents are exactly 8 batches, none left unemitted
+
+
+@pytest.fixture
+def docs_jsonl(tmp_path) -> Path:
+    return write_jsonl(tmp_path / "docs.jsonl", [{"text": text} for text in DOCS])
+
+
+def _torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc-per-node 2 ARGS` (a local rendezvous on 127.0.0.1, no network needed)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    env.update(PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=TORCHRUN_TIMEOUT_S)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    return proc
+
+
+def test_decode_documents_reassembles_documents_split_across_batches():
+    """The test's decoder joins batches before splitting at id 256, so a document cut by a batch boundary is whole."""
+    stream = np.array(list(b"ab") + [256] + list(b"cde") + [256] + list(b"f"), dtype=np.int32)
+    batches = [stream[:4], stream[4:]]  # 'cde' spans the two
+    assert decode_documents(batches) == ["ab", "cde", "f"]
+    assert decode_documents(batches, complete_only=True) == ["ab", "cde"]
+
+
+def test_smoke_takes_its_shard_from_torchrun_variables(tmp_path):
+    """With RANK=1 WORLD_SIZE=2 and no shard flags, `fwe smoke` reads shard 1 of 2, records shard_from torchrun in
+    the artifact, writes heartbeat_rank1.jsonl, and saves to --save-batches with {rank} replaced by 1."""
+    result = invoke("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1", "--json",
+                    "--save-batches", str(tmp_path / "out_{rank}.npz"), "--heartbeat-dir", str(tmp_path / "hb"),
+                    "--artifacts-dir", str(tmp_path / "art"), env={"RANK": "1", "WORLD_SIZE": "2"})
+    assert result.exit_code == 0, result.stderr
+    out = orjson.loads(result.stdout)
+    assert out["config"]["shard"] == {"mod": 2, "rem": 1}
+    assert out["config"]["shard_from"] == "torchrun" and out["config"]["rank"] == 1
+    assert out["saved_batches"] == str(tmp_path / "out_1.npz") and (tmp_path / "out_1.npz").is_file()
+    assert not list(tmp_path.glob("out_{*"))
+    assert sorted(p.name for p in (tmp_path / "hb").iterdir()) == ["heartbeat_rank1.jsonl"]
+    lines = [orjson.loads(line) for line in (tmp_path / "hb" / "heartbeat_rank1.jsonl").read_bytes().splitlines()]
+    assert lines and {line["rank"] for line in lines} == {1}
+
+
+def test_save_batches_rejects_other_placeholders(tmp_path):
+    """--save-batches knows only {rank}: any other brace is a usage error (exit 2) naming the flag, before any run."""
+    result = invoke("smoke", "--source", "synthetic", "--tokenizer", "byte", "--artifacts-dir", str(tmp_path / "art"),
+                    "--save-batches", str(tmp_path / "out_{node}.npz"))
+    assert result.exit_code == 2
+    assert "--save-batches" in result.stderr and "{node}" in result.stderr
+    assert not (tmp_path / "art").exists()
+
+
+def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(docs_jsonl, tmp_path):
+    """Two torchrun ranks (gloo, CPU) building the loader with no shard flags read disjoint documents whose union is
+    every document of the file, step equally often with all-reduced gradients, and each writes its own heartbeat."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _torchrun(str(REPO_ROOT / "tests" / "rank_train.py"), str(docs_jsonl), str(out), str(SEQ_LEN), str(BATCH),
+              cwd=tmp_path)
+    reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for r, report in enumerate(reports):
+        assert report["shard"] == [2, r] and report["shard_from"] == "torchrun" and report["heartbeat_rank"] == r
+        assert report["in_sync"] and report["steps"] == reports[0]["steps"] > 0
+        assert report["docs"] == DOCS[r::2]  # doc i goes to rank i % 2, in file order
+        assert (out / f"heartbeat_rank{r}.jsonl").is_file()
+    seen = [set(report["docs"]) for report in reports]
+    assert seen[0].isdisjoint(seen[1])
+    assert seen[0] | seen[1] == set(DOCS)
+
+
+def test_torchrun_smoke_ranks_save_disjoint_documents(docs_jsonl, tmp_path):
+    """`torchrun ... -m fwe_cli smoke --save-batches out_{rank}.npz` with no shard flags: each rank saves its own file,
+    and the two ranks' batches hold disjoint documents that together are every document."""
+    args = ["-m", "fwe_cli", "smoke", "--local-path", str(docs_jsonl), "--tokenizer", "byte", "--seq-len",
+            str(SEQ_LEN), "--batch", str(BATCH), "--batches", "8", "--timeout", "120", "--artifacts-dir",
+            str(tmp_path / "art"), "--save-batches", str(tmp_path / "out_{rank}.npz")]
+    _torchrun(*args, cwd=tmp_path)
+    seen = []
+    for r in range(2):
+        with np.load(tmp_path / f"out_{r}.npz") as saved:
+            docs = decode_documents(saved["batches"])
+        assert docs == DOCS[r::2]
+        seen.append(set(docs))
+    assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(DOCS)
+    artifacts = [orjson.loads(p.read_bytes()) for p in (tmp_path / "art" / "smoke").glob("*.json")]
+    assert sorted((a["config"]["shard"]["rem"], a["config"]["shard_from"]) for a in artifacts) == [
+        (0, "torchrun"), (1, "torchrun")]

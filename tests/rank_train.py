@@ -1,0 +1,75 @@
+"""A tiny data-parallel training loop for `torchrun` (tests/loader/test_ranks.py), and the decoding of byte batches.
+
+    torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH
+
+Each rank builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
+WORLD_SIZE), joins a gloo (CPU) process group, takes every batch with `for batch in loader:`, makes a toy model step
+whose gradient is all-reduced, and writes OUT_DIR/rank{r}.json: the documents it saw, its shard, shard_from and
+step count.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Iterable
+
+import numpy as np
+
+BYTE_EOS_ID = 256  # the byte tokenizer's end-of-document id; ids below it are UTF-8 bytes
+
+
+def decode_documents(batches: Iterable[np.ndarray], complete_only: bool = False) -> list[str]:
+    """The documents in byte-tokenizer batches taken in order from the start of a stream: the batches' tokens are
+    joined first (a document may span batches), then split at the end-of-document id. The piece after the last
+    separator is an unfinished document: kept unless `complete_only`."""
+    stream = np.concatenate([np.asarray(b, dtype=np.int64).reshape(-1) for b in batches])
+    ends = np.flatnonzero(stream == BYTE_EOS_ID)
+    pieces = np.split(stream, ends)  # each piece after the first starts with its separator
+    docs = [bytes(p[p != BYTE_EOS_ID].astype(np.uint8)).decode("utf-8") for p in pieces]
+    if complete_only or not docs[-1]:
+        docs = docs[:-1]
+    return docs
+
+
+def main(data: str, out_dir: str, seq_len: int, batch_size: int) -> None:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from fwe_cli.loader import FineWebLoader, resolve_config
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a rank stepping alone fails, not hangs
+    rank, world = dist.get_rank(), dist.get_world_size()
+    config = resolve_config(source="local", local_path=data, tokenizer="byte", seq_len=seq_len,
+                            batch_size=batch_size, heartbeat_dir=out_dir, loader_timeout=120.0)
+    torch.manual_seed(0)
+    model = torch.nn.Embedding(BYTE_EOS_ID + 1, 4)  # the same start on every rank
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches, steps = [], 0
+    with FineWebLoader(config) as loader:
+        for batch in loader:
+            batches.append(np.array(batch))
+            optimizer.zero_grad()
+            model(torch.as_tensor(batches[-1], dtype=torch.long)).pow(2).mean().backward()
+            for p in model.parameters():  # data parallelism by hand: average the gradient over the ranks
+                dist.all_reduce(p.grad)
+                p.grad /= world
+            optimizer.step()
+            steps += 1
+    # the replicas stayed identical: every rank stepped with the same averaged gradients
+    weights = model.weight.detach().clone()
+    dist.all_reduce(weights, op=dist.ReduceOp.MAX)
+    in_sync = bool(torch.equal(weights, model.weight.detach()))
+    report = {"rank": rank, "world": world, "shard": [config.shard.mod, config.shard.rem],
+              "shard_from": config.shard_from, "heartbeat_rank": config.rank, "steps": steps, "in_sync": in_sync,
+              "docs": decode_documents(batches) if batches else []}
+    with open(f"{out_dir}/rank{rank}.json", "w", encoding="utf-8") as handle:
+        json.dump(report, handle)
+    dist.barrier()  # no rank tears the group down while another still talks to it
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
