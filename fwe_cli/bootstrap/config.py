@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from fwe_cli.loader.config import LoaderConfig, Shard, check_source_settings
+from fwe_cli.loader.limits import check_limit
 from fwe_cli.errors import ConfigError
 from fwe_cli.bootstrap.manifest import Layout
 
@@ -72,17 +73,13 @@ class BootstrapConfig:
         if not self.out:
             raise ConfigError("out must name a directory or a .jsonl file, got none")
         for name in ("target_bytes", "file_bytes", "checkpoint_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive number of bytes, got {value!r}")
+            check_limit(name, getattr(self, name))
         check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
         if self.hub_reader not in HUB_READERS:
             raise ConfigError(f"hub_reader must be 'native' or 'datasets', got {self.hub_reader!r}")
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 0):
-            raise ConfigError(f"workers must be an integer >= 0, got {self.workers!r}")
-        if isinstance(self.downloads, bool) or not isinstance(self.downloads, int) or self.downloads < 1:
-            raise ConfigError(f"downloads must be an integer >= 1, got {self.downloads!r}")
+        if self.workers is not None:
+            check_limit("workers", self.workers, "--workers")
+        check_limit("downloads", self.downloads, "--downloads")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
         if self.source == "local":
@@ -92,9 +89,9 @@ class BootstrapConfig:
                                   "the output would become part of its own input")
 
 
-def _size(name: str, value: float, unit: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+def _size(name: str, value: float, unit: int, limit: str) -> int:
+    """`value` in `unit`s as bytes, after checking it against LIMITS[limit] (finite, > 0, at most the maximum)."""
+    check_limit(limit, value, name)
     return max(1, int(round(value * unit)))
 
 
@@ -122,7 +119,7 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
     --shard-mod/--shard-rem, else from a SLURM array's variables in `env` (default os.environ), else none."""
     if (gb is None) == (target_bytes is None):
         raise ConfigError("give the size to stage as --gb (or target_bytes), exactly once")
-    target = _size("--gb", gb, GB) if gb is not None else _size("target bytes", target_bytes, 1)
+    target = _size("--gb", gb, GB, "gb") if gb is not None else _size("target bytes", target_bytes, 1, "target_bytes")
     if file_mb is not None and Layout.for_out(out).single:
         raise ConfigError(f"--file-mb applies to a directory output; {out} is a single .jsonl file")
     values = {k: v for k, v in settings.items() if v is not None}
@@ -137,7 +134,8 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         values["shard"], values["shard_origin"] = slurm, "slurm"
     return BootstrapConfig(
         out=out, target_bytes=target,
-        file_bytes=_size("--file-mb", DEFAULT_FILE_MB if file_mb is None else file_mb, MB),
-        checkpoint_bytes=_size("--checkpoint-mb", DEFAULT_CHECKPOINT_MB if checkpoint_mb is None else checkpoint_mb, MB),
+        file_bytes=_size("--file-mb", DEFAULT_FILE_MB if file_mb is None else file_mb, MB, "file_mb"),
+        checkpoint_bytes=_size("--checkpoint-mb", DEFAULT_CHECKPOINT_MB if checkpoint_mb is None else checkpoint_mb, MB,
+                               "checkpoint_mb"),
         **values,
     )

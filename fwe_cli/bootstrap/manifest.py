@@ -25,7 +25,7 @@ import orjson
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.errors import OutputError, SourceError, os_error_line
 from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, read_manifest
-from fwe_cli.loader.sources.local_files import listed_file_problems
+from fwe_cli.loader.sources.local_files import listed_file_problems, manifest_problem
 
 FORMAT = "fwe-bootstrap/1"
 PARTIAL_SUFFIX = ".partial"
@@ -162,6 +162,9 @@ def load_manifest(layout: Layout) -> dict | None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise OutputError(f"{layout.manifest_path} is not an fwe bootstrap manifest (format {FORMAT}); "
                           "choose another --out, or pass --force to replace it")
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        raise OutputError(f"{layout.manifest_path} is damaged ({problem}); pass --force to start over")
     return manifest
 
 

@@ -35,8 +35,32 @@ app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(b
 
 
 def main() -> None:
-    from fwe_cli.cli.output import claim_process, warnings_as_lines
+    """The `fwe` process: SIGTERM stops a command as Ctrl-C does (exit 130, one line; bootstrap saves a resume point
+    first), and a usage error is one `error:` line (exit 2) instead of typer's boxed panel."""
+    import signal
+    import sys
+
+    from rich.markup import escape
+
+    from fwe_cli.cli.output import claim_process, console, warnings_as_lines
 
     claim_process()
     warnings_as_lines()
-    app()
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors (typer's own parsing): bad value, unknown option
+        if getattr(exc, "exit_code", 1) == 2 and hasattr(exc, "format_message") \
+                and type(exc).__name__ != "NoArgsIsHelpError":
+            console.print(f"[bold red]error:[/] {escape(exc.format_message())} (see fwe --help)", soft_wrap=True)
+        else:
+            exc.show()
+        code = getattr(exc, "exit_code", 1)
+    except (KeyboardInterrupt, typer.Abort):  # outside a command (commands map it themselves)
+        console.print("[bold red]interrupted[/]", soft_wrap=True)
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

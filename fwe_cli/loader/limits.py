@@ -68,6 +68,15 @@ LIMITS: dict[str, Limit] = {
     "step_ms": Limit(0, MAX_TIMEOUT_S * 1000, integer=False),
     "run_timeout": _TIMEOUT,
     "budget_s": Limit(0, 7 * MAX_TIMEOUT_S, integer=False, low_open=True),
+    # fwe bootstrap: sizes (GB, MB as typed; bytes once converted) and parallelism
+    "gb": Limit(0, 1e6, integer=False, low_open=True),
+    "file_mb": Limit(0, 1e6, integer=False, low_open=True),
+    "checkpoint_mb": Limit(0, 1e6, integer=False, low_open=True),
+    "target_bytes": Limit(1, 10**15),
+    "file_bytes": Limit(1, 10**12),
+    "checkpoint_bytes": Limit(1, 10**12),
+    "workers": Limit(0, 1024),
+    "downloads": Limit(1, 256),
     # KPI targets (--targets NAME=VALUE)
     "cold_first_batch_s": _TIMEOUT,
     "warm_first_batch_s": _TIMEOUT,

@@ -102,7 +102,7 @@ def test_foreign_directory_is_refused_and_force_keeps_foreign_files(tmp_path):
 def test_preflight_refuses_before_writing_anything(tmp_path):
     """More than the disk holds fails with exit 7 and a message giving free and needed space; nothing is created."""
     out = tmp_path / "out"
-    result = cli("--source", "synthetic", "--gb", "100000000", "--out", str(out), tmp=tmp_path)
+    result = cli("--source", "synthetic", "--gb", "900000", "--out", str(out), tmp=tmp_path)  # 900 TB: under the limit
     assert result.exit_code == 7
     message = " ".join(result.stderr.split())
     assert "not enough disk space" in message and "GB free" in message and "needed" in message
@@ -122,6 +122,30 @@ def test_bad_flags_exit_2(tmp_path):
     single = cli("--gb", "0.001", "--out", str(tmp_path / "o.jsonl"), "--file-mb", "1", "--source", "synthetic",
                  tmp=tmp_path)
     assert single.exit_code == 2 and "--file-mb" in single.stderr
+    for flags, named in ((("--gb", "inf"), "--gb"), (("--gb", "1e300"), "--gb"), (("--gb", "nan"), "--gb"),
+                         (("--gb", "0.001", "--file-mb", "1e300"), "--file-mb"),
+                         (("--gb", "0.001", "--checkpoint-mb", "inf"), "--checkpoint-mb"),
+                         (("--gb", "0.001", "--workers", "99999"), "--workers")):
+        huge = cli(*flags, "--out", str(tmp_path / "o"), "--source", "synthetic", tmp=tmp_path)
+        assert huge.exit_code == 2 and f"error: {named} must be" in huge.stderr, huge.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_damaged_or_escaping_manifest_is_one_line_not_a_crash(tmp_path):
+    """--verify on a manifest whose entry has a non-numeric size, or names a file outside the bootstrap
+    ('../x'), exits 8 with one line calling it damaged; the loader refuses the escaping manifest too (exit 4)."""
+    out = tmp_path / "out"
+    assert cli(*SMALL, "--out", str(out), tmp=tmp_path).exit_code == 0
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    for entry_change in ({"bytes": "x"}, {"name": "../victim.jsonl"}):
+        damaged = dict(manifest, files=[dict(manifest["files"][0], **entry_change)] + manifest["files"][1:])
+        (out / "manifest.json").write_bytes(orjson.dumps(damaged))
+        result = cli("--verify", "--out", str(out), tmp=tmp_path)
+        assert result.exit_code == 8, result.stderr
+        assert "damaged" in result.stderr and "Traceback" not in result.stderr
+    (tmp_path / "victim.jsonl").write_bytes(b'{"text": "outside"}\n')
+    smoke = invoke("smoke", "--local-path", str(out), "--tokenizer", "byte", "--artifacts-dir", str(tmp_path / "a"))
+    assert smoke.exit_code == 4 and "not a plain file name" in " ".join(smoke.stderr.split())
 
 
 def test_verify_detects_a_changed_part(tmp_path):

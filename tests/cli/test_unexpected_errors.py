@@ -54,3 +54,51 @@ def test_ctrl_c_outside_bootstrap_is_one_line_and_exit_130(monkeypatch, tmp_path
     result = invoke(*SMOKE, "--artifacts-dir", str(tmp_path))
     assert result.exit_code == EXIT_INTERRUPTED, result.stderr
     assert result.stderr.strip() == "interrupted"
+
+
+def test_usage_errors_of_the_fwe_process_are_one_line(tmp_path):
+    """In the `fwe` process itself, a value typer rejects (not an int, below a minimum, an unknown command) is one
+    `error:` line naming the flag, exit 2; not typer's boxed panel."""
+    from tests.helpers import run_fwe
+
+    for args, needle in ((("smoke", "--seq-len", "abc"), "Invalid value for '--seq-len'"),
+                         (("smoke", "--batches", "0"), "Invalid value for '--batches'"),
+                         (("nosuch",), "No such command 'nosuch'")):
+        proc = run_fwe(*args, "--artifacts-dir", str(tmp_path)) if args[0] == "smoke" else run_fwe(*args)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_sigterm_stops_a_smoke_like_ctrl_c(tmp_path):
+    """SIGTERM to a running `fwe smoke` ends it as Ctrl-C does: exit 130 and one `interrupted` line, no traceback.
+    The signal is sent once the loader's first batch is out (its heartbeat line is on disk)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import REPO_ROOT
+
+    beats = tmp_path / "beats"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "fwe_cli", "smoke", "--source", "synthetic", "--tokenizer", "byte",
+                             "--batches", "1000000", "--seq-len", "4096", "--heartbeat-dir", str(beats),
+                             "--artifacts-dir", str(tmp_path / "a")], stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=REPO_ROOT)
+    heartbeat = beats / "heartbeat_rank0.jsonl"
+    give_up = time.monotonic() + 120  # a bound on a hung run, not an expected duration
+    try:
+        # poll for the condition (the first batch's heartbeat line), a few ms apart so the run gets the CPU
+        while proc.poll() is None and time.monotonic() < give_up and b"fineweb_loader_ready" not in (
+                heartbeat.read_bytes() if heartbeat.exists() else b""):
+            time.sleep(0.01)
+        assert proc.poll() is None and heartbeat.exists(), "the run ended or hung before its first batch"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert [line for line in err.splitlines() if line.strip()] == ["interrupted"]

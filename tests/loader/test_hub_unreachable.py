@@ -38,12 +38,15 @@ def smoke(endpoint: str, tmp_path, *extra: str):
                   "--artifacts-dir", str(tmp_path / "artifacts"), *extra, env=env)
 
 
+@pytest.mark.parametrize("reader", ["native", "datasets"])
 @pytest.mark.parametrize("endpoint_kind", ["refusing", "silent"])
-def test_unreachable_hub_is_a_source_error_naming_the_endpoint_and_the_ways_on(endpoint_kind, request, tmp_path):
-    """Exit 4 (source error, not 3: the run did not wait out its 60 s timeout), error.type SourceError, and one
-    line saying which endpoint could not be reached and what to do instead."""
+def test_unreachable_hub_is_a_source_error_naming_the_endpoint_and_the_ways_on(endpoint_kind, reader, request,
+                                                                               tmp_path):
+    """Both readers: exit 4 (source error, not 3: the run did not wait out its 60 s timeout, nor a minute of
+    `datasets` retries), error.type SourceError, and one line saying which endpoint could not be reached and what
+    to do instead."""
     endpoint = request.getfixturevalue(endpoint_kind)
-    result = smoke(endpoint, tmp_path)
+    result = smoke(endpoint, tmp_path, "--hub-reader", reader)
     assert result.exit_code == 4, result.stderr
     error = orjson.loads(result.stdout)["error"]
     assert error["type"] == "SourceError"

@@ -38,6 +38,11 @@ def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | 
     Only `text` and `id` are kept unless `all_columns`; `revision` pins a commit (None: the default branch).
     Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient.
     """
+    from fwe_cli.loader.hub_env import offline
+    from fwe_cli.loader.sources.hub_listing import check_reachable
+
+    if not offline():
+        check_reachable(dataset, revision)
     try:
         from datasets import load_dataset
 

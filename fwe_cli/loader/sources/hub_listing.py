@@ -165,7 +165,7 @@ def _ask(call, what: str, repo: str):
     except Exception as exc:  # huggingface_hub/httpx raise many types; the cause stays chained
         found = transient_reason(exc)
         if found is not None:
-            raise SourceError(unreachable_message(f"{what}: {found[0]}{attempts_note(exc)}")) from exc
+            raise SourceError(unreachable_message(f"{what}: {found[0]}{attempts_note(exc)}")) from None  # says it all
         first_line = (str(exc).strip().splitlines() or [""])[0]
         raise SourceError(f"Hub dataset {repo!r}: {what} failed: {type(exc).__name__}: {first_line}") from exc
 
@@ -209,6 +209,21 @@ def _head_revision(repo: str, revision: str) -> str:
     if not sha:
         raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
     return sha
+
+
+def check_reachable(repo: str, revision: str | None) -> None:
+    """One HEAD of the dataset's card, so that a Hub that cannot be reached ends a run through `datasets` at once with
+    the one unreachable line (datasets' own client retries a refused connection for a minute, a line per retry).
+    Any answer, an error status included, means the Hub is there: `datasets` then reports what it finds."""
+    from urllib.parse import quote
+
+    url = f"{endpoint()}/datasets/{repo}/resolve/{quote(revision or 'main', safe='')}/README.md"
+    try:
+        _ask(lambda: head(url, OPEN_TIMEOUT_S), f"reaching {repo}", repo)
+    except SourceError as exc:
+        status = getattr(getattr(exc.__cause__, "response", None), "status_code", None)
+        if status is None or status >= 500:
+            raise
 
 
 def resolve_listing(repo: str, config: str | None, split: str, revision: str | None = None,

@@ -104,14 +104,29 @@ def resolve_files(path: str, allow_partial: bool = False, verify_parts: bool = F
     return files
 
 
-def _bootstrap_manifest(manifest_path: str) -> dict:
-    manifest = read_manifest(manifest_path)
+def manifest_problem(manifest: object) -> str | None:
+    """Why a parsed manifest is not a bootstrap's (None when its shape is right): an object whose `files` are
+    {name, bytes} entries, each name a plain file name beside the manifest (no folder, no '..': a manifest must not
+    make a reader or --force reach outside its bootstrap)."""
     if not isinstance(manifest, dict):
-        raise SourceError(f"{manifest_path} is not a bootstrap manifest (not an object)")
+        return "not an object"
     entries = manifest.get("files", [])
     if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("bytes"), int) for e in entries):
-        raise SourceError(f"{manifest_path} is not a bootstrap manifest (its files need a name and bytes each)")
+            isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("bytes"), int)
+            and not isinstance(e.get("bytes"), bool) and e["bytes"] >= 0 for e in entries):
+        return "its files need a name and a byte count each"
+    bad = next((e["name"] for e in entries if e["name"] in ("", ".", "..") or "/" in e["name"] or "\\" in e["name"]
+                or "\0" in e["name"]), None)
+    if bad is not None:
+        return f"it lists {bad!r}, which is not a plain file name beside the manifest"
+    return None
+
+
+def _bootstrap_manifest(manifest_path: str) -> dict:
+    manifest = read_manifest(manifest_path)
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        raise SourceError(f"{manifest_path} is not a bootstrap manifest ({problem})")
     return manifest
 
 
