@@ -1,8 +1,11 @@
 """`fwe measure`: Phase 0 — cold vs warm first batch (by phase) and steady-state fetch latency."""
 
+import copy
+import inspect
 import os
+import typing
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Callable
 
 import typer
 from rich.markup import escape
@@ -12,6 +15,7 @@ from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
+from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.measure.plan import parse_targets
 
@@ -33,6 +37,30 @@ Examples:
 
   fwe measure --warm --source hub --tokenizer gpt2 --targets warm_first_batch_s=3,fetch_p95_ms=50
 """
+
+
+def run_folder_heartbeats(command: Callable) -> Callable:
+    """For `fwe measure` and `fwe tune`: each run is a process of its own that writes heartbeat_rank{r}.jsonl into
+    its own run folder, so the shared loader flag --heartbeat-dir means nothing here. Hide it from this command's
+    --help (the shared option itself is untouched) and let `refuse_heartbeat_dir` turn it down in one line."""
+    params = []
+    for param in inspect.signature(command).parameters.values():
+        if param.name == "heartbeat_dir":
+            base, option = typing.get_args(param.annotation)
+            option = copy.copy(option)
+            option.hidden = True
+            param = param.replace(annotation=Annotated[base, option])
+        params.append(param)
+    command.__signature__ = inspect.signature(command).replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
+    return command
+
+
+def refuse_heartbeat_dir(loader_flags: dict, command: str) -> None:
+    """ConfigError (exit 2, one line) when --heartbeat-dir was given to `command`; drops it from loader_flags."""
+    if loader_flags.pop("heartbeat_dir", None) is not None:
+        raise ConfigError(f"--heartbeat-dir is not taken by fwe {command}: each run writes its heartbeat_rank{{rank}}"
+                          ".jsonl into its own run folder under --artifacts-dir (see the summary's runs)")
 
 
 def _runs_table(summary: dict) -> Table:
@@ -62,6 +90,7 @@ def _verdict_table(summary: dict) -> Table:
     return table
 
 
+@run_folder_heartbeats
 @fwe_command()
 def measure(
     cold: Annotated[bool, typer.Option("--cold", help="Run with empty caches.")] = False,
@@ -77,8 +106,9 @@ def measure(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+    from fwe_cli.measure.phase0 import MeasurePlan, first_failure, run_measure
 
+    refuse_heartbeat_dir(loader_flags, "measure")
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
@@ -92,8 +122,11 @@ def measure(
     console.print(f"artifacts: {escape(out_dir)}")
     if json_out:
         print_json(summary)
-    if any(run.get("error") for run in summary["runs"]):
-        console.print("[bold red]error:[/] a run failed; see the runs table and summary.json")
+    failure = first_failure(summary["runs"])
+    if failure:
+        failed = sum(1 for run in summary["runs"] if run.get("error"))
+        console.print(f"[bold red]error:[/] {failed} of {len(summary['runs'])} runs failed; first: {escape(failure)}",
+                      soft_wrap=True)
         raise typer.Exit(EXIT_LOADER)
     if not summary["verdict"]["pass"]:
         if fail_on_kpi:

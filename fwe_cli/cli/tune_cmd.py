@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
+from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir, run_folder_heartbeats
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
@@ -185,6 +186,7 @@ def _report(summary: dict) -> None:
         console.print(f"fwe.env: {escape(summary['env_file'])}   summary: {escape(summary['artifact'])}")
 
 
+@run_folder_heartbeats
 @fwe_command()
 def tune(
     doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
@@ -202,8 +204,10 @@ def tune(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
+    from fwe_cli.measure.phase0 import first_failure
     from fwe_cli.measure.tune import run_tune, write_env_file
 
+    refuse_heartbeat_dir(loader_flags, "tune")
     pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
     plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, repeats=repeats,
                  budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
@@ -221,7 +225,7 @@ def tune(
         print_json(summary)
     failed = [t for t in summary["trials"] if t.get("error")]
     if failed or rec is None:
-        first = failed[0]["error"]["message"] if failed else "none ran"
+        first = first_failure(failed) or "none ran"
         console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
                       f"{escape(first)}", soft_wrap=True)
         raise typer.Exit(EXIT_LOADER)

@@ -11,6 +11,9 @@ first_batch (producer emitted batch 1) | warmup_filled (warmup wait, then the ha
 
 Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows that doc batch value's tokenize
 calls in this process and counts them (test_hook.slowed_calls in the result); see `_plant_slow_doc_batch`.
+
+Lifetime: the run dies with its parent (`die_with_parent`, first thing in `main`); the parent also stops and reaps
+it on Ctrl-C, SIGTERM, any error and run_timeout (`fwe_cli.measure.phase0.stop_child`).
 """
 
 import os
@@ -21,6 +24,7 @@ PHASES = ("interpreter_start", "imports", "tokenizer_ready", "source_opened", "f
           "warmup_filled")
 SLOW_DOC_BATCH_HOOK = "FWE_TEST_SLOW_DOC_BATCH"
 TEST_HOOK_VARS = (SLOW_DOC_BATCH_HOOK,)
+PARENT_PID_VAR = "FWE_MEASURE_PARENT_PID"
 
 
 def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
@@ -91,8 +95,35 @@ def _steady(loader, steps: int, step_ms: float) -> dict:
     }
 
 
+def die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG), so a run never
+    outlives an `fwe measure`/`fwe tune` that was killed (even by SIGKILL, when its own cleanup cannot run). The
+    parent passes its pid in FWE_MEASURE_PARENT_PID: a parent that died before the prctl took effect left this
+    process adopted by another, and it exits at once. Elsewhere a no-op (the parent still stops its runs on
+    Ctrl-C, SIGTERM and errors). PDEATHSIG follows the parent *thread* that started this process: the parent
+    spawns runs from its main thread."""
+    import sys
+
+    expected = os.environ.get(PARENT_PID_VAR, "")
+    if not sys.platform.startswith("linux") or not expected.isdigit():
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(expected):
+        os._exit(1)
+
+
 def main(t0_wall: float) -> None:
     import sys
+
+    die_with_parent()
 
     import orjson
 

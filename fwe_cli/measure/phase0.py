@@ -5,6 +5,10 @@ inside the figure. Cold: a new, empty Hugging Face cache (HF_HOME, HF_HUB_CACHE,
 temporary folder) and, for local files, their pages dropped from the page cache (posix_fadvise DONTNEED; the run
 records whether that was possible). Warm: the same run again with the caches the cold run left. `fwe tune` reuses
 `spawn_run` for its trials.
+
+No run outlives its command: `spawn_run` stops and reaps the run whenever it returns or raises (run_timeout,
+KeyboardInterrupt from Ctrl-C/SIGTERM, any error), and the run dies with the command even on kill -9
+(`fwe_cli.measure.child.die_with_parent`, PR_SET_PDEATHSIG on Linux).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from fwe_cli.artifacts import error_record, provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError, FweError, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.sources.local import resolve_files
+from fwe_cli.measure.child import PARENT_PID_VAR
 from fwe_cli.measure.plan import RunPlan
 
+STOP_GRACE_S = 5.0
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)"
 RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error",
             "test_hook")
@@ -91,6 +97,37 @@ def fresh_cache_env(root: str) -> dict[str, str]:
             "HF_DATASETS_CACHE": os.path.join(root, "datasets"), "HF_XET_CACHE": os.path.join(root, "xet")}
 
 
+def stop_child(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """End a run's process and reap it: SIGTERM, then SIGKILL if it is still there after grace_s (a bounded wait on
+    the process itself). Closes its pipes. A no-op for a process that has already been reaped."""
+    try:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    except BaseException:  # a second Ctrl-C while waiting: kill without waiting (PDEATHSIG is the backstop)
+        proc.kill()
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def first_failure(records: list[dict]) -> str | None:
+    """'TYPE: first line of its message' of the first record with an error (None when none failed): what the
+    command's one error line quotes, so it names the file or endpoint that failed."""
+    for record in records:
+        error = record.get("error")
+        if error:
+            first = (str(error.get("message") or "").strip().splitlines() or [""])[0]
+            return f"{error.get('type') or 'error'}: {first}" if first else str(error.get("type") or "error")
+    return None
+
+
 def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env: dict[str, str] | None = None) -> dict:
     """One measured run in a fresh interpreter; returns its record (error filled in when it failed)."""
     config = config.replace(heartbeat_dir=run_dir)
@@ -104,14 +141,18 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
     spec = orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms,
                          "spawn_wall": spawn_wall, "result_path": result_path})
     write_output(spec_path, spec)  # OutputError (one line, exit 8) when the artifacts folder stops taking files
+    child_env[PARENT_PID_VAR] = str(os.getpid())  # the child dies with this process (see child.die_with_parent)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, spec_path], env=child_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, spec_path], env=child_env, capture_output=True,
-                              text=True, timeout=plan.run_timeout)
+        _, stderr = proc.communicate(timeout=plan.run_timeout)
     except subprocess.TimeoutExpired:
         record["error"] = error_record(RunTimeout(f"run did not finish within {plan.run_timeout:g} s"))
         return record
+    finally:  # timeout, Ctrl-C/SIGTERM (KeyboardInterrupt) or any error here: the run never outlives this call
+        stop_child(proc)
     if not os.path.isfile(result_path):
-        tail = (proc.stderr or "").strip().splitlines()[-3:]
+        tail = (stderr or "").strip().splitlines()[-3:]
         record["error"] = error_record(ChildCrashed(f"exit {proc.returncode}: {' | '.join(tail)}"))
         return record
     result = orjson.loads(open(result_path, "rb").read())
