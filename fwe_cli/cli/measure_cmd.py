@@ -1,11 +1,8 @@
 """`fwe measure`: Phase 0 — cold vs warm first batch (by phase) and steady-state fetch latency."""
 
-import copy
-import inspect
 import os
-import typing
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -39,25 +36,10 @@ Examples:
 """
 
 
-def run_folder_heartbeats(command: Callable) -> Callable:
-    """For `fwe measure` and `fwe tune`: each run is a process of its own that writes heartbeat_rank{r}.jsonl into
-    its own run folder, so the shared loader flag --heartbeat-dir means nothing here. Hide it from this command's
-    --help (the shared option itself is untouched) and let `refuse_heartbeat_dir` turn it down in one line."""
-    params = []
-    for param in inspect.signature(command).parameters.values():
-        if param.name == "heartbeat_dir":
-            base, option = typing.get_args(param.annotation)
-            option = copy.copy(option)
-            option.hidden = True
-            param = param.replace(annotation=Annotated[base, option])
-        params.append(param)
-    command.__signature__ = inspect.signature(command).replace(parameters=params)  # type: ignore[attr-defined]
-    command.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
-    return command
-
-
 def refuse_heartbeat_dir(loader_flags: dict, command: str) -> None:
-    """ConfigError (exit 2, one line) when --heartbeat-dir was given to `command`; drops it from loader_flags."""
+    """ConfigError (exit 2, one line) when --heartbeat-dir was given to `command`; drops it from loader_flags. For
+    `fwe measure` and `fwe tune`: each run is a process of its own writing heartbeat_rank{r}.jsonl into its own run
+    folder, so the shared flag means nothing there (their --help hides it: fwe_command(hidden=...))."""
     if loader_flags.pop("heartbeat_dir", None) is not None:
         raise ConfigError(f"--heartbeat-dir is not taken by fwe {command}: each run writes its heartbeat_rank{{rank}}"
                           ".jsonl into its own run folder under --artifacts-dir (see the summary's runs)")
@@ -90,8 +72,7 @@ def _verdict_table(summary: dict) -> Table:
     return table
 
 
-@run_folder_heartbeats
-@fwe_command()
+@fwe_command(hidden=("heartbeat_dir",))
 def measure(
     cold: Annotated[bool, typer.Option("--cold", help="Run with empty caches.")] = False,
     warm: Annotated[bool, typer.Option("--warm", help="Run again with the caches left behind.")] = False,

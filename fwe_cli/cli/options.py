@@ -3,6 +3,7 @@
 Every flag defaults to None ("not given") so `resolve_config` can apply flag > NSA_FWE_* variable > default.
 """
 
+import copy
 import functools
 import inspect
 import os
@@ -66,9 +67,9 @@ FLAG_NAMES: dict[str, str] = {name: (option.param_decls or (option.default,))[0]
 FLAG_NAMES["loader_timeout"] = "--timeout"
 
 
-def fwe_command(with_loader_options: bool = True) -> Callable:
-    """Decorate a command: add the loader flags (collected into `loader_flags`) and map FweError to
-    a one-line message and its exit code."""
+def fwe_command(with_loader_options: bool = True, hidden: tuple[str, ...] = ()) -> Callable:
+    """Decorate a command: add the loader flags (collected into `loader_flags`; those named in `hidden` are still
+    accepted but left out of this command's --help) and map FweError to a one-line message and its exit code."""
 
     def decorate(func: Callable) -> Callable:
         sig = inspect.signature(func)
@@ -96,6 +97,9 @@ def fwe_command(with_loader_options: bool = True) -> Callable:
         if with_loader_options:
             params = [p for p in sig.parameters.values() if p.name != "loader_flags"]
             for name, (annotation, option) in LOADER_OPTIONS.items():
+                if name in hidden:
+                    option = copy.copy(option)  # the shared option object stays visible for the other commands
+                    option.hidden = True
                 params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=None, annotation=Annotated[annotation, option]))
             wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]

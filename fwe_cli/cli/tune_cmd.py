@@ -12,7 +12,7 @@ from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
-from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir, run_folder_heartbeats
+from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
@@ -186,8 +186,7 @@ def _report(summary: dict) -> None:
         console.print(f"fwe.env: {escape(summary['env_file'])}   summary: {escape(summary['artifact'])}")
 
 
-@run_folder_heartbeats
-@fwe_command()
+@fwe_command(hidden=("heartbeat_dir",))
 def tune(
     doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
     q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
