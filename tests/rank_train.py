@@ -1,6 +1,6 @@
 """A tiny data-parallel training loop for `torchrun` (tests/loader/test_ranks.py), and the decoding of byte batches.
 
-    torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH
+    torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH [SHUFFLE_SEED]
 
 Each rank builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
 WORLD_SIZE), joins a gloo (CPU) process group, takes every batch with `for batch in loader:`, makes a toy model step
@@ -32,7 +32,7 @@ def decode_documents(batches: Iterable[np.ndarray], complete_only: bool = False)
     return docs
 
 
-def main(data: str, out_dir: str, seq_len: int, batch_size: int) -> None:
+def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int | None = None) -> None:
     from datetime import timedelta
 
     import torch
@@ -43,7 +43,8 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int) -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a rank stepping alone fails, not hangs
     rank, world = dist.get_rank(), dist.get_world_size()
     config = resolve_config(source="local", local_path=data, tokenizer="byte", seq_len=seq_len,
-                            batch_size=batch_size, heartbeat_dir=out_dir, loader_timeout=120.0)
+                            batch_size=batch_size, heartbeat_dir=out_dir, loader_timeout=120.0,
+                            shuffle_seed=shuffle_seed, shuffle_window=16)
     torch.manual_seed(0)
     model = torch.nn.Embedding(BYTE_EOS_ID + 1, 4)  # the same start on every rank
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -72,4 +73,4 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else None)

@@ -89,6 +89,26 @@ def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(docs_
     assert seen[0] | seen[1] == set(DOCS)
 
 
+def test_torchrun_training_loop_with_shuffle_splits_one_permutation(docs_jsonl, tmp_path):
+    """With a shuffle seed, the two torchrun ranks read disjoint documents covering all of them, each taking every
+    other document of the same seeded permutation (what one process with that seed reads)."""
+    from fwe_cli.loader import resolve_config
+    from fwe_cli.loader.sources import DocumentStream
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _torchrun(str(REPO_ROOT / "tests" / "rank_train.py"), str(docs_jsonl), str(out), str(SEQ_LEN), str(BATCH), "7",
+              cwd=tmp_path)
+    permutation = [d.text for d in DocumentStream(resolve_config(env={}, local_path=str(docs_jsonl), shuffle_seed=7,
+                                                                 shuffle_window=16))]
+    assert sorted(permutation) == sorted(DOCS) and permutation != DOCS
+    reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for r, report in enumerate(reports):
+        assert report["docs"] == permutation[r::2]
+    assert set(reports[0]["docs"]).isdisjoint(reports[1]["docs"])
+    assert set(reports[0]["docs"]) | set(reports[1]["docs"]) == set(DOCS)
+
+
 def test_torchrun_smoke_ranks_save_disjoint_documents(docs_jsonl, tmp_path):
     """`torchrun ... -m fwe_cli smoke --save-batches out_{rank}.npz` with no shard flags: each rank saves its own file,
     and the two ranks' batches hold disjoint documents that together are every document."""
