@@ -110,3 +110,14 @@ def hub(hubsim_server, tmp_path):
     run = HubRun(hubsim_server, tmp_path / "hub")
     yield run
     run.close()
+
+
+@pytest.fixture
+def hub_env(hub, monkeypatch, tmp_path):
+    """This process's Hub clients (fwe's native reader reads the environment when called) pointed at the test
+    server, with an empty cache of their own (a cold start)."""
+    home = tmp_path / "hf_home"
+    for name, value in {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
+                        "HF_HUB_OFFLINE": "0"}.items():
+        monkeypatch.setenv(name, value)
+    return hub

@@ -17,16 +17,6 @@ from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
 SPLIT = "train"
 
 
-@pytest.fixture
-def hub_env(hub, monkeypatch, tmp_path):
-    """This process's Hub clients pointed at the test server with an empty cache (a cold start)."""
-    home = tmp_path / "hf_home"
-    for name, value in {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
-                        "HF_HUB_OFFLINE": "0"}.items():
-        monkeypatch.setenv(name, value)
-    return hub
-
-
 def _repo_files(hubsim_root) -> list:
     return sorted((hubsim_root / "datasets" / DATASET_REPO / DATA_DIR).glob("*.parquet"))
 

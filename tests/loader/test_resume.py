@@ -102,17 +102,7 @@ def test_shuffled_stream_over_epochs_resumes_exactly(local_files):
                                                epochs=3, **kw), n=40, k=23)
 
 
-@pytest.fixture
-def hub_home(hub, monkeypatch, tmp_path):
-    """This process's Hub clients pointed at the test server, with their own cache."""
-    home = tmp_path / "hf_home"
-    for name, value in {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
-                        "HF_HUB_OFFLINE": "0"}.items():
-        monkeypatch.setenv(name, value)
-    return hub
-
-
-def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_home):
+def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
     """The native Hub reader resumes exactly (positions are file, row group, row: the resumed run reads from that
     row group, not the stream's start), and the state records the commit it read."""
     def make(**kw):
