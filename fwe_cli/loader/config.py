@@ -227,7 +227,8 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
 
     `shard_mod`/`shard_rem` flags build the Shard; without them a launcher's RANK/WORLD_SIZE (torchrun) or
     SLURM_PROCID/SLURM_NTASKS give it (`rank_from_env`), and `rank` defaults to its rem (shard_from records which).
-    Giving `local_path` without `source` selects 'local'.
+    Giving `local_path` without `source` selects 'local'; a token directory without `tokenizer` gives the one its
+    manifest records.
     `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
     reported under that name; a variable's is reported under the variable's.
     """
@@ -257,6 +258,12 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
         values.setdefault("rank", values["shard"].rem)
     if values.get("local_path") and "source" not in values:
         values["source"] = "local"
+    if "tokenizer" not in values and values.get("source") == "local":  # a token directory: the one it was made with
+        from fwe_cli.loader.sources.token_dir import token_manifest
+
+        recorded = (token_manifest(values.get("local_path")) or {}).get("tokenizer")
+        if isinstance(recorded, str) and recorded:
+            values["tokenizer"] = recorded
     return LoaderConfig(**values)
 
 

@@ -20,7 +20,9 @@ import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.packing import Packer
+from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
 MAX_AUTO_THREADS = 8
@@ -29,6 +31,7 @@ MAX_AUTO_THREADS = 8
 # documents have been read (a training run gets there at once).
 UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
+CHUNK_TOKENS = 1 << 20  # a token directory read in order: tokens per chunk once past the first batch
 
 
 def usable_cores() -> int:
@@ -78,23 +81,57 @@ class Pipeline:
         if name not in self.marks:
             self.marks[name] = time.perf_counter()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, docs: list[Document]) -> np.ndarray:
         t0 = time.perf_counter()
         tokenizer = self.tokenizer
         backend = getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
-        ids = backend.encode_docs(texts)
-        with self._lock:
-            self.tokenize_s += time.perf_counter() - t0
-            self.docs_by_backend[backend.backend] = self.docs_by_backend.get(backend.backend, 0) + len(texts)
+        if docs[0].ids is not None:  # read from token shards: ids(doc) + [eos] each, as encode_docs gives
+            ids = np.concatenate([part for d in docs for part in (d.ids, self._eos)]).astype(np.int32, copy=False)
+        else:
+            ids = backend.encode_docs([d.text for d in docs])
+        self._count_encoded(backend.backend, len(docs), time.perf_counter() - t0)
         return ids
 
-    def _doc_batches(self) -> Iterator[tuple[list[str], dict | None]]:
-        """(texts, the first document's `resume`) per document batch."""
+    def _count_encoded(self, backend: str, docs: int, seconds: float) -> None:
+        with self._lock:
+            self.tokenize_s += seconds
+            self.docs_by_backend[backend] = self.docs_by_backend.get(backend, 0) + docs
+
+    def _count_read(self, docs: int) -> None:
+        """`docs` more documents read: counted, and a progress line every report_docs."""
+        before = self.docs
+        self.docs += docs
+        report = self.config.report_docs
+        if report and self.docs // report != before // report:
+            elapsed = time.perf_counter() - self._started
+            self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
+                               "docs_per_s": round(self.docs / elapsed, 2),
+                               "tokens_per_s": round(self.tokens / elapsed, 1)})
+
+    def _token_chunks(self) -> Iterator[tuple[np.ndarray, dict | None]]:
+        """A token directory read in order: one shard slice + one eos per chunk, about a batch at first (the first
+        batch waits on nothing larger), then doubling up to CHUNK_TOKENS (see sources.token_dir)."""
+        def sizes() -> Iterator[int]:
+            size = self.config.seq_len * self.config.batch_size
+            while True:
+                yield size
+                size = min(max(size * 2, 1), max(CHUNK_TOKENS, size))
+
+        self.stage = "reading token shards"
+        for ids, resume, docs in self.documents.token_chunks(sizes()):
+            self._count_read(docs)
+            self._count_encoded(BACKEND, docs, 0.0)
+            yield ids, resume
+            if self._closing.is_set():
+                return
+            self.stage = "reading token shards"
+
+    def _doc_batches(self) -> Iterator[tuple[list[Document], dict | None]]:
+        """(documents, the first one's `resume`) per document batch."""
         docs = iter(self.documents)
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
         # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
-        report = self.config.report_docs
         while not self._closing.is_set():
             chunk = list(islice(docs, size))
             size = min(size * 2, self.config.doc_batch)
@@ -102,28 +139,25 @@ class Pipeline:
                 self._await_tokenizer()
             if not chunk:
                 return
-            before = self.docs
-            self.docs += len(chunk)
-            if report and self.docs // report != before // report:
-                elapsed = time.perf_counter() - self._started
-                self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
-                                   "docs_per_s": round(self.docs / elapsed, 2),
-                                   "tokens_per_s": round(self.tokens / elapsed, 1)})
-            yield [d.text for d in chunk], chunk[0].resume
+            self._count_read(len(chunk))
+            yield chunk, chunk[0].resume
 
     def _token_arrays(self) -> Iterator[tuple[np.ndarray, dict | None]]:
         """(ids, the first document's `resume`) per document batch, in order."""
-        if self.threads <= 1:
-            for texts, resume in self._doc_batches():
+        if isinstance(self.tokenizer, ShardTokens) and self.documents.in_order():
+            yield from self._token_chunks()
+            return
+        if self.threads <= 1 or isinstance(self.tokenizer, ShardTokens):  # joining shard views needs no threads
+            for docs, resume in self._doc_batches():
                 self.stage = "tokenizing"
-                yield self._encode(texts), resume
+                yield self._encode(docs), resume
                 self.stage = "reading documents"
             return
         pending: deque[tuple[Future, dict | None]] = deque()
         pool = self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
         try:
-            for texts, resume in self._doc_batches():
-                pending.append((pool.submit(self._encode, texts), resume))
+            for docs, resume in self._doc_batches():
+                pending.append((pool.submit(self._encode, docs), resume))
                 while len(pending) >= 2 * self.threads or (pending and pending[0][0].done()):
                     self.stage = "tokenizing"
                     future, first = pending.popleft()
@@ -168,8 +202,15 @@ class Pipeline:
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
         self.documents.prepare()
-        self._tokenizer_load = _InBackground(lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache),
-                                             "fwe-tokenizer-load", lambda: self.mark("tokenizer_ready"))
+        self.stage = "opening source"
+        shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
+        if shards is not None:
+            self.tokenizer, self._eos = shards, np.array([shards.eos_id], dtype=np.int32)
+            self.mark("tokenizer_ready")
+        else:
+            self._tokenizer_load = _InBackground(
+                lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache), "fwe-tokenizer-load",
+                lambda: self.mark("tokenizer_ready"))
         # torch (slow to import) likewise loads beside the source, only when tensors are asked for
         converting = _InBackground(_torch_converter, "fwe-torch-import") if c.as_torch else None
         self.stage = "opening source"

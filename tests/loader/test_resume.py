@@ -18,6 +18,7 @@ from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.bootstrap.support import core_run
 from tests.helpers import write_jsonl
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
+from tests.loader.token_dirs import write_token_dir
 
 FIRST = {"queue_depth": 2, "doc_batch": 7, "tokenizer_threads": 1, "prefetch": True}
 SECOND = {"queue_depth": 5, "doc_batch": 64, "tokenizer_threads": 2, "prefetch": False}
@@ -85,6 +86,22 @@ def test_bootstrap_directory_resumes_exactly(tmp_path):
     core_run(out, source="synthetic", seed=3, target_bytes=400_000, file_mb=0.1)
     assert_resumes(lambda **kw: resolve_config(env={}, local_path=str(out), tokenizer="byte", seq_len=512,
                                                batch_size=4, **kw))
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "gpt2"])
+def test_token_directory_resumes_exactly(tmp_path, tokenizer):
+    """A token directory (shards of pre-tokenized documents): exact across a resume with Q and doc batch changed,
+    read in order (chunks of many documents), as shard 1 of 3, and shuffled over 2 epochs (across an epoch)."""
+    out = write_token_dir(tmp_path / "tokens", [d["text"] for d in records(240)], tokenizer, docs_per_shard=70)
+
+    def make(**settings):
+        return lambda **kw: resolve_config(env={}, local_path=str(out), tokenizer=tokenizer, seq_len=128,
+                                           batch_size=4, **settings, **kw)
+
+    n = 60 if tokenizer == "byte" else 30
+    assert_resumes(make(), n=n, k=n // 2 + 3)
+    assert_resumes(make(shard_mod=3, shard_rem=1), n=n // 2, k=n // 4)
+    assert_resumes(make(shuffle_seed=11, shuffle_window=50, epochs=2), n=n * 2, k=n + n // 2 + 1)
 
 
 def test_synthetic_resumes_exactly_and_in_a_shard():

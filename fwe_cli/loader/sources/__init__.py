@@ -8,12 +8,17 @@ import importlib
 import threading
 from typing import Callable, Iterator
 
+import numpy as np
+
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.hub import iter_hub
 from fwe_cli.loader.sources.local import BadRecords, iter_local, resolve_files
 from fwe_cli.loader.sources.order import ordered, permuted
+from fwe_cli.loader.sources.token_dir import (
+    ShardTokens, iter_token_chunks, iter_token_docs, resolve_shards, token_manifest,
+)
 
 
 class DocumentStream:
@@ -39,12 +44,15 @@ class DocumentStream:
         self.head = None  # the native reader's HeadCache, when used
         self._reader = None  # the native reader's HubParquetReader, once opened
         self._set_stage = set_stage
+        self.tokens = None  # a token directory's ShardTokens, once `pretokenized` has found one
 
     def describe(self) -> dict:
         c = self.config
         info: dict = {"kind": c.source}
         if c.source == "local":
             info.update(path=c.local_path, files=len(self.files), bad_records=self.bad.to_dict())
+            if self.tokens is not None:
+                info["format"] = "fwe-tokens/1"
         elif c.source == "hub":
             info.update(dataset=c.dataset, name=c.name, split=c.split, reader=c.hub_reader,
                         revision=self.revision or c.revision, bad_records=self.bad.to_dict())
@@ -73,12 +81,11 @@ class DocumentStream:
             first = at[0] if at else 0
             docs = ((doc, (first + i + 1,)) for i, doc in enumerate(iter_synthetic(c.seed, start=first)))
         elif c.source == "local":
-            if not self.files:
-                hashing = ", hashing bootstrap parts" if c.verify_parts else ""
-                self._set_stage(f"opening source (listing local files{hashing})")
-                self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
-                self._check_files()
-            docs = iter_local(self._epoch_order(self.files, epoch), self.bad, strict, at)
+            self._list_local()
+            if self.tokens is not None:
+                docs = iter_token_docs(self._epoch_order(self.files, epoch), self.tokens, at)
+            else:
+                docs = iter_local(self._epoch_order(self.files, epoch), self.bad, strict, at)
         elif c.hub_reader == "native":
             docs = iter_hub(self._open_native(epoch, at), c.dataset, self.bad, strict)
         else:
@@ -91,6 +98,48 @@ class DocumentStream:
         self._mark("source_opened")
         self._set_stage("reading first document")
         return docs
+
+    def _list_local(self) -> None:
+        if self.files:
+            return
+        c = self.config
+        hashing = ", hashing bootstrap parts" if c.verify_parts else ""
+        self._set_stage(f"opening source (listing local files{hashing})")
+        if self.tokens is not None:
+            self.files = resolve_shards(self.tokens, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
+        else:
+            self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
+        self._check_files()
+
+    def pretokenized(self) -> ShardTokens | None:
+        """For a token directory (fwe tokenize's output): its ShardTokens (eos id and vocab size from the manifest,
+        no tokenizer loaded), after checking that the config's tokenizer is the one the shards were made with."""
+        c = self.config
+        if c.source != "local" or self.tokens is not None:
+            return self.tokens
+        manifest = token_manifest(c.local_path)
+        if manifest is not None:
+            tokens = ShardTokens(c.local_path, manifest)
+            tokens.check(c.tokenizer)
+            self.tokens = tokens
+        return self.tokens
+
+    def in_order(self) -> bool:
+        """Whether every document is read, in file order (one shard, no shuffle): a token directory's stream is
+        then served by `token_chunks`."""
+        return self.config.shard.mod == 1 and self.config.shuffle_seed is None
+
+    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
+        """A token directory read in order: (ids, first document's `resume`, documents) per chunk of about
+        `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
+        self._list_local()
+        self._mark("source_opened")
+        start = self.start or {}
+        for epoch in range(int(start.get("epoch", 0)), self.config.epochs):
+            first = start if epoch == int(start.get("epoch", 0)) else None
+            for chunk in iter_token_chunks(self.files, self.tokens, epoch, first, sizes):
+                self._mark("first_document")
+                yield chunk
 
     def _epoch_order(self, files: list, epoch: int) -> list:
         """The files in epoch `epoch`'s order: as listed, or permuted by (shuffle seed, epoch)."""

@@ -124,6 +124,9 @@ def manifest_problem(manifest: object) -> str | None:
 
 def _bootstrap_manifest(manifest_path: str) -> dict:
     manifest = read_manifest(manifest_path)
+    if isinstance(manifest, dict) and manifest.get("format") == "fwe-tokens/1":  # sources.token_dir.FORMAT
+        raise SourceError(f"{os.path.dirname(manifest_path)} is a token directory (token shards, no text): the loader "
+                          "reads it as --local-path; text readers cannot")
     problem = manifest_problem(manifest)
     if problem is not None:
         raise SourceError(f"{manifest_path} is not a bootstrap manifest ({problem})")

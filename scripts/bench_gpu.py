@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Benchmark on a CUDA GPU: a small GPT trained for a few hundred steps, fed by
+  (a) text     fwe's FineWebLoader on JSONL text (GPT-2, tokenized on the fly)
+  (b) tokens   fwe's FineWebLoader on a token directory of the same text (pre-tokenized llm.c shards)
+  (c) datasets a torch DataLoader with workers over `datasets` (local JSONL, no network), tokenizers' encode_batch
+reporting per feed: training tokens/s, the data-wait (stall) fraction of the steps' wall time and the first-batch
+time. Each feed runs in a fresh interpreter (its first batch includes its imports and opening; no fork follows a
+tokenizer). Without a CUDA GPU (or torch) it says so in one line and exits 0.
+
+    python scripts/bench_gpu.py [--steps 300] [--seq-len 1024] [--batch 8] [--min-mb 60] [--workers 4] [--out artifacts/bench]
+
+Data: as scripts/bench_token_path.py (../shared/fineweb_real replicated, else synthetic records); the token directory
+is built once from it (tiktoken, proven identical to GPT-2's tokenizer.json built offline).
+Writes artifacts/bench/gpu_<UTC>.json; a summary goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+FEEDS = ("text", "tokens", "datasets")
+WARMUP_STEPS = 10  # excluded from the steady figures (CUDA kernels' first launches, allocator growth)
+
+
+def gpu_missing() -> str | None:
+    """Why there is nothing to measure here, or None when a CUDA GPU is usable."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch.cuda.is_available() is False"
+    return None
+
+
+def gpt(vocab: int, seq_len: int, dim: int = 384, layers: int = 6, heads: int = 6):
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+        def forward(self, x, mask):
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False, is_causal=True)[0]
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq_len, dim)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.head = nn.Linear(dim, vocab, bias=False)
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(t, device=ids.device)
+            x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
+            for block in self.blocks:
+                x = block(x, mask)
+            return self.head(x)
+
+    return GPT()
+
+
+def feed_batches(feed: str, args):
+    """An iterator of [batch, seq_len] int tensors (CPU) for `feed`."""
+    if feed in ("text", "tokens"):
+        from fwe_cli.loader import FineWebLoader, resolve_config
+
+        path = args.corpus if feed == "text" else args.token_dir
+        config = resolve_config(env={}, local_path=path, tokenizer=args.tokenizer, seq_len=args.seq_len,
+                                batch_size=args.batch, as_torch=True, epochs=100, report_docs=0)
+        return iter(FineWebLoader(config))
+    import datasets
+    import numpy as np
+    import torch
+    from tokenizers import Tokenizer
+
+    table = datasets.load_dataset("json", data_files=args.corpus, split="train")  # once, before the workers fork
+
+    class Packed(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info, rows = torch.utils.data.get_worker_info(), table
+            if info is not None:
+                rows = rows.shard(num_shards=info.num_workers, index=info.id)
+            tok = Tokenizer.from_file(args.tokenizer)
+            eos, need, buf = tok.token_to_id("<|endoftext|>"), args.seq_len, []
+            while True:
+                for first in range(0, len(rows), 256):
+                    for enc in tok.encode_batch(rows[first:first + 256]["text"], add_special_tokens=False):
+                        buf += enc.ids + [eos]
+                    while len(buf) >= need:
+                        yield torch.from_numpy(np.asarray(buf[:need], dtype=np.int64))
+                        del buf[:need]
+
+    return iter(torch.utils.data.DataLoader(Packed(), batch_size=args.batch, num_workers=args.workers,
+                                            pin_memory=True, persistent_workers=True))
+
+
+def train(feed: str, args) -> dict:
+    """`args.steps` optimizer steps fed by `feed`: wall time, time waiting on data, first batch."""
+    import torch
+
+    torch.manual_seed(0)
+    model = gpt(50304, args.seq_len).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    t_start = time.perf_counter()
+    batches = feed_batches(feed, args)
+    waits, steps_s, first = [], [], None
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        batch = next(batches).to("cuda", non_blocking=True).long()
+        t1 = time.perf_counter()
+        first = t1 - t_start if first is None else first
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(batch[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()  # the step's GPU work is in its time: the wait is what the GPU did not overlap
+        waits.append(t1 - t0)
+        steps_s.append(time.perf_counter() - t0)
+    steady = slice(WARMUP_STEPS, None)
+    wall = sum(steps_s[steady])
+    tokens = (args.steps - WARMUP_STEPS) * args.batch * args.seq_len
+    return {"feed": feed, "steps": args.steps, "tokens_per_s": tokens / wall, "data_wait_fraction":
+            sum(waits[steady]) / wall, "first_batch_s": first, "mean_step_ms": 1000 * wall / len(steps_s[steady]),
+            "final_loss": float(loss), "gpu": torch.cuda.get_device_name()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--min-mb", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers of feed (c)")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "fwe_bench_gpu"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench"))
+    parser.add_argument("--feed", choices=FEEDS, help=argparse.SUPPRESS)  # one feed, in this process (internal)
+    for name in ("corpus", "token_dir", "tokenizer"):
+        parser.add_argument(f"--{name.replace('_', '-')}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    missing = gpu_missing()
+    if missing:
+        print(f"bench_gpu: no CUDA GPU here ({missing}); nothing measured", file=sys.stderr)
+        return
+    import orjson
+
+    if args.feed:
+        print(orjson.dumps(train(args.feed, args)).decode())
+        return
+    from bench_throughput import build_corpus, say
+    from bench_token_path import ceiling, write_token_dir
+    from fwe_cli.artifacts import utc_stamp, write_json
+    from fwe_cli.hostinfo import host_facts, package_versions
+    from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
+    from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json
+
+    os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    corpus, kind = build_corpus(args.work, args.min_mb)
+    tok_path = os.path.join(args.work, "gpt2", "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        write_gpt2_tokenizer_json(os.path.dirname(tok_path))
+    token_dir = os.path.join(args.work, "tokens")
+    if not os.path.isfile(os.path.join(token_dir, "manifest.json")):
+        with open(corpus, "rb") as handle:
+            texts = [orjson.loads(line)["text"] for line in handle]
+        tokenizer = load_tokenizer(tok_path, backend="tiktoken")
+        write_token_dir(token_dir, ceiling(tokenizer, texts)[1], tok_path, tokenizer.eos_id, tokenizer.vocab_size)
+    feeds = {}
+    for feed in FEEDS:
+        say(f"feed {feed} ...")
+        proc = subprocess.run([sys.executable, __file__, "--feed", feed, "--corpus", corpus, "--token-dir", token_dir,
+                               "--tokenizer", tok_path, "--steps", str(args.steps), "--seq-len", str(args.seq_len),
+                               "--batch", str(args.batch), "--workers", str(args.workers)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=1800)
+        feeds[feed] = orjson.loads(proc.stdout.splitlines()[-1]) if proc.returncode == 0 else {
+            "error": (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1], "returncode": proc.returncode}
+        say(f"  {feeds[feed]}")
+    result = {"benchmark": "gpu_feeds", "corpus": {"path": corpus, "kind": kind}, "seq_len": args.seq_len,
+              "batch": args.batch, "steps": args.steps, "workers": args.workers, "feeds": feeds,
+              "host": host_facts(), "packages": package_versions()}
+    path = os.path.join(args.out, f"gpu_{utc_stamp()}.json")
+    write_json(path, result)
+    say(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
