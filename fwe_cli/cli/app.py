@@ -1,12 +1,17 @@
 """The `fwe` command line: thin commands over the loader core."""
 
+import sys
+
 import typer
 
 from fwe_cli import __version__
-from fwe_cli.cli import bootstrap_cmd, measure_cmd, smoke_cmd, tune_cmd
+from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, smoke_cmd, tune_cmd
+from fwe_cli.cli.group import FweGroup
+
 
 app = typer.Typer(
     name="fwe",
+    cls=FweGroup,
     help="FineWeb-Edu loader toolkit: measure, fix and gate data-loader stalls. "
     "Data goes to stdout (--json), humans to stderr, artifacts to ./artifacts.",
     no_args_is_help=True,
@@ -32,17 +37,17 @@ app.command("smoke", help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smo
 app.command("measure", help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
 app.command("tune", help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
 app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
+app.command("doctor", help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
 
 
 def main() -> None:
     """The `fwe` process: SIGTERM stops a command as Ctrl-C does (exit 130, one line; bootstrap saves a resume point
     first), and a usage error is one `error:` line (exit 2) instead of typer's boxed panel."""
     import signal
-    import sys
 
     from rich.markup import escape
 
-    from fwe_cli.cli.output import claim_process, console, warnings_as_lines
+    from fwe_cli.cli.output import claim_process, console, finish, note_error, warnings_as_lines
 
     claim_process()
     warnings_as_lines()
@@ -59,7 +64,13 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):  # outside a command (commands map it themselves)
         console.print("[bold red]interrupted[/]", soft_wrap=True)
         code = 130
-    sys.exit(code if isinstance(code, int) else 0)
+    except Exception as exc:  # FWE_TRACEBACK=1 lets a bug through: its traceback, and still one object
+        note_error({"type": "InternalError", "message": repr(exc), "stage": None})
+        finish(1)
+        raise
+    code = code if isinstance(code, int) else 0
+    finish(code)  # --json: the one object, with the code this process ends with
+    sys.exit(code)
 
 
 def _interrupt(signum, frame) -> None:

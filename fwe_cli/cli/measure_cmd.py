@@ -96,24 +96,31 @@ def measure(
                        run_timeout=run_timeout, targets=parse_targets(targets))
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "measure", utc_stamp()))
     summary = run_measure(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
-    summary["artifact"] = os.path.join(out_dir, "summary.json")
+    failure = first_failure(summary["runs"])
+    failed = sum(1 for run in summary["runs"] if run.get("error"))
+    error, code = None, 0
+    if failure:
+        error, code = {"type": "RunFailed", "message": f"{failed} of {len(summary['runs'])} runs failed; first: "
+                                                      f"{failure}", "stage": None}, EXIT_LOADER
+    elif not summary["verdict"]["pass"] and fail_on_kpi:
+        error, code = {"type": "KpiMissed", "message": "a target was missed (--fail-on-kpi)", "stage": None}, EXIT_KPI
+    # the outcome is part of the summary: summary.json is the --json object
+    summary.update(artifact=os.path.join(out_dir, "summary.json"), ok=code == 0, exit_code=code, error=error)
     write_json(summary["artifact"], summary)
     console.print(_runs_table(summary))
     console.print(_verdict_table(summary))
     console.print(f"artifacts: {escape(out_dir)}")
     if json_out:
         print_json(summary)
-    failure = first_failure(summary["runs"])
     if failure:
-        failed = sum(1 for run in summary["runs"] if run.get("error"))
         console.print(f"[bold red]error:[/] {failed} of {len(summary['runs'])} runs failed; first: {escape(failure)}",
                       soft_wrap=True)
-        raise typer.Exit(EXIT_LOADER)
-    if not summary["verdict"]["pass"]:
-        if fail_on_kpi:
-            console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
-            raise typer.Exit(EXIT_KPI)
+    elif code == EXIT_KPI:
+        console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
+    elif not summary["verdict"]["pass"]:
         console.print("[yellow]KPI missed[/] — exit 0 because --fail-on-kpi was not given")
+    if code:
+        raise typer.Exit(code)
 
 
 measure.__doc__ = HELP

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, exit_code_for, internal_error_line, one_line
-from fwe_cli.cli.output import console
+from fwe_cli.cli.output import console, note_error
 from fwe_cli.errors import FweError
 
 PANEL = "Loader"
@@ -81,14 +81,17 @@ def fwe_command(with_loader_options: bool = True, hidden: tuple[str, ...] = ()) 
             try:
                 return func(*args, **kwargs)
             except FweError as exc:
+                note_error(exc)  # the error object of --json (fwe_cli.cli.output.finish)
                 console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
                 raise typer.Exit(exit_code_for(exc)) from None
             except (typer.Exit, typer.Abort, typer.TyperException):  # typer's own exits and usage errors
                 raise
             except KeyboardInterrupt:  # bootstrap handles its own (it saves a resume point first)
+                note_error({"type": "KeyboardInterrupt", "message": "interrupted", "stage": None})
                 console.print("[bold red]interrupted[/]", soft_wrap=True)
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             except Exception as exc:  # a bug: one line and its own exit code, not a traceback in the user's log
+                note_error({"type": "InternalError", "message": internal_error_line(exc), "stage": None})
                 if os.environ.get("FWE_TRACEBACK", "").strip() not in ("", "0"):
                     raise
                 console.print(f"[bold red]error:[/] {escape(internal_error_line(exc))}", soft_wrap=True)

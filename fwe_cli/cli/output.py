@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import orjson
 from rich.console import Console
@@ -12,9 +13,73 @@ if not console.is_terminal:  # CI logs: wide enough that tables do not wrap into
     console = Console(stderr=True, highlight=False, width=160)
 
 
-def print_json(obj) -> None:
+def _write_json(obj) -> None:
     sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     sys.stdout.flush()
+
+
+# -- --json: exactly one object on stdout per run ----------------------------------------------------------------------
+# `begin` (the `fwe` group, from the command line) says whether --json was asked for. A command's print_json then only
+# holds its result; `finish` (every way a run ends: the group's exit, `fwe`'s main, end_now, smoke's watchdog) prints
+# it once with `exit_code`, or, when the run ended before a result (usage error, exception, interrupt), an error
+# object {ok: false, exit_code, error: {type, message, stage?}, command}. The first `finish` wins; later ones print
+# nothing and return False.
+_RUN: dict = {"json": False, "command": None, "result": None, "error": None, "done": False}
+_RUN_LOCK = threading.Lock()
+NO_JSON_GUARD = ("--help", "--version")  # their output is the text asked for, not a run's result
+
+
+def begin(argv: list[str]) -> None:
+    """A run of `fwe ARGV` starts: note whether it asked for --json (before a `--`) and which command it names."""
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    wants = "--json" in head and not any(flag in head for flag in NO_JSON_GUARD)
+    command = next((arg for arg in head if not arg.startswith("-")), None)
+    with _RUN_LOCK:
+        _RUN.update(json=wants, command=command, result=None, error=None, done=False)
+
+
+def note_error(exc: BaseException | dict) -> None:
+    """Why the run is ending, for the error object (the first reason noted stands)."""
+    from fwe_cli.artifacts import error_record
+
+    with _RUN_LOCK:
+        if _RUN["error"] is None:
+            _RUN["error"] = exc if isinstance(exc, dict) else error_record(exc)
+
+
+def print_json(obj) -> None:
+    """The command's result object: held until the run ends when --json guards stdout, else printed now."""
+    with _RUN_LOCK:
+        if _RUN["json"]:
+            if not _RUN["done"]:
+                _RUN["result"] = obj
+            return
+    _write_json(obj)
+
+
+def finish(code: int, result: dict | None = None) -> bool:
+    """End the run with `code`: with --json, print its one object (`result` or the held one, else an error object).
+    False when another path has finished the run already (nothing is printed then)."""
+    with _RUN_LOCK:
+        if _RUN["done"]:
+            return False
+        _RUN["done"] = True
+        if not _RUN["json"]:
+            return True
+        error = _RUN["error"] if code else None
+        if code and error is None:
+            error = ({"type": "KeyboardInterrupt", "message": "interrupted", "stage": None} if code == 130
+                     else {"type": "Exit", "message": f"exit code {code}", "stage": None})
+        held = result if result is not None else _RUN["result"]
+        if held is None:
+            obj = {"ok": code == 0, "exit_code": code, "error": error, "command": _RUN["command"]}
+        else:
+            obj = dict(held, exit_code=code)
+            obj.setdefault("ok", code == 0)
+            if obj.get("error") is None:
+                obj["error"] = error
+        _write_json(obj)
+        return True
 
 
 def fmt_s(value: float | None) -> str:
@@ -41,6 +106,7 @@ def end_now(code: int) -> None:
     have written their artifact and output by then. Inside another program: typer.Exit(code), as usual."""
     import typer
 
+    finish(code)
     if _OWN_PROCESS:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -14,7 +14,7 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, end_now, fmt_s, print_json
+from fwe_cli.cli.output import console, end_now, finish, fmt_s, note_error, print_json
 from fwe_cli.errors import ConfigError, HardTimeout, OutputError, os_error_line
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
@@ -67,18 +67,19 @@ class Watchdog:
         from fwe_cli.artifacts import error_record, provenance, utc_iso
 
         exc = HardTimeout(f"no result within {WATCHDOG_GRACE_S:g} s after the loader's deadline", stage="unknown (watchdog)")
+        code = exit_code_for(exc)
         record = dict(self.base, ok=False, error=error_record(exc), artifact=self.artifact, **provenance(),
-                      finished=utc_iso())
+                      finished=utc_iso(), exit_code=code)
         try:
             write_json(self.artifact, record)
             where = f"artifact {self.artifact}"
         except OutputError as failed:  # this thread ends the process: a traceback here would be the last word
             where = one_line(failed)
-        if self.json_out:
-            print_json(record)
+        if not finish(code, record if self.json_out else None):
+            return  # the command ended the run as the timer fired: its result is the one printed
         console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
         sys.stderr.flush()
-        os._exit(exit_code_for(exc))
+        os._exit(code)
 
 
 def _exit(code: int, result: dict) -> None:
@@ -89,6 +90,7 @@ def _exit(code: int, result: dict) -> None:
     (SIGABRT while finalizing) once the read finally wakes, long after the timeout: then the process ends at once
     even inside another program."""
     if result.get("loader", {}).get("producer_alive"):
+        finish(code)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -177,12 +179,16 @@ def smoke(
                                 save_state=str(save_state) if save_state else None)
     finally:
         watchdog.cancel()
-    result["artifact"] = artifact
+    code = exit_code_for(exc) if exc is not None else 0 if result["ok"] else EXIT_FAILED
+    result.update(artifact=artifact, exit_code=code)  # the artifact is the --json object
     write_json(artifact, result)
     _summary(result, artifact)
     if json_out:
         print_json(result)
     if exc is not None:
         console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
-        _exit(exit_code_for(exc), result)
-    _exit(0 if result["ok"] else EXIT_FAILED, result)
+    elif code:
+        failed = [check["name"] for check in result["checks"] if not check["ok"]]
+        note_error({"type": "CheckFailed", "message": f"checks failed: {', '.join(failed) or 'no batch'}",
+                    "stage": None})
+    _exit(code, result)

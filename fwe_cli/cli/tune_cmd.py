@@ -218,20 +218,27 @@ def tune(
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     rec = summary["recommendation"]
     summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
+    failed = [t for t in summary["trials"] if t.get("error")]
+    first = first_failure(failed) or "none ran"
+    error, code = None, 0
+    if failed or rec is None:
+        error, code = {"type": "TrialFailed", "message": f"{len(failed)} of {len(summary['trials'])} trials failed; "
+                                                        f"first: {first}", "stage": None}, EXIT_LOADER
+    elif summary["partial"]:
+        error, code = {"type": "Partial", "message": summary["budget"]["stopped"], "stage": None}, EXIT_PARTIAL
+    summary.update(ok=code == 0, exit_code=code, error=error)  # summary.json is the --json object
     write_json(summary["artifact"], summary)
     _report(summary)
     if json_out:
         print_json(summary)
-    failed = [t for t in summary["trials"] if t.get("error")]
-    if failed or rec is None:
-        first = first_failure(failed) or "none ran"
+    if code == EXIT_LOADER:
         console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
                       f"{escape(first)}", soft_wrap=True)
-        raise typer.Exit(EXIT_LOADER)
-    if summary["partial"]:
+    elif code == EXIT_PARTIAL:
         console.print(f"[bold yellow]PARTIAL[/] {escape(summary['budget']['stopped'])} — exit {EXIT_PARTIAL}",
                       soft_wrap=True)
-        raise typer.Exit(EXIT_PARTIAL)
+    if code:
+        raise typer.Exit(code)
 
 
 tune.__doc__ = HELP

@@ -1,0 +1,101 @@
+"""`fwe doctor`: one screen of what a bug report needs (versions, node, disk, caches, Hub, tokenizer, torch)."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fwe_cli.cli.errors import EXIT_USAGE
+from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.output import console, print_json
+
+HELP = """Report this node's fwe setup: fwe and dependency versions, cores, memory, free disk where data goes, the
+Hugging Face cache for the dataset (listing, head cache, tokenizer), the Hub's reachability and round trip (one
+HEAD request; none with HF_HUB_OFFLINE=1), GPT-2 offline, torch/CUDA and pinned memory.
+
+It reports problems, it does not fail on them: exit 0 unless its own arguments are bad (in --json, `ok` is false
+and `problems` lists them). Attach `fwe doctor --json` to a bug report.
+
+Examples:
+
+  fwe doctor
+
+  fwe doctor --json --local-path /data/fwe_bootstrap --out /data/fwe_bootstrap
+"""
+EPILOG = f"Exit codes: 0 reported (problems are listed, not fatal); {EXIT_USAGE} bad usage."
+
+
+def _opt(kind, *names: str, help: str):
+    return Annotated[Optional[kind], typer.Option(*names, help=help, show_default=False)]
+
+
+def _mark(value) -> str:
+    return {True: "[green]yes[/]", False: "[red]no[/]", None: "—"}.get(value, escape(str(value)))
+
+
+def _table(report: dict) -> Table:
+    table = Table(title=f"fwe doctor — fwe {report['fwe']}", title_justify="left", show_header=False)
+    host, versions = report["host"], report["versions"]
+    table.add_row("python", escape(f"{host['python']} on {host['platform']}"))
+    table.add_row("packages", escape(", ".join(f"{k} {v or '—'}" for k, v in versions.items() if k != "fwe")))
+    table.add_row("cpus", f"{host['cpus_usable']} usable ({host['cpus_logical']} logical, {host['cpus_physical']} physical)")
+    table.add_row("memory", f"{host['ram_available_gb']} GB available of {host['ram_total_gb']} GB")
+    for place in report["disk"]:
+        free = "—" if place["free_gb"] is None else f"{place['free_gb']} GB free"
+        table.add_row(f"disk ({place['role']})", escape(f"{free} at {place['checked_at']}"))
+    cache = report["hf_cache"]
+    listing = cache["listing"]
+    table.add_row("hf cache", escape(cache["hub_cache"]) + ("" if cache["hub_cache_exists"] else " [dim](empty)[/]"))
+    table.add_row("listing", "[yellow]not cached[/]" if listing is None else escape(
+        f"{cache['dataset']} {cache['name']}/{cache['split']} @ {listing['commit'][:12]}: {listing['files']} files, "
+        f"{listing['bytes'] / 1e9:.2f} GB"))
+    table.add_row("head cache", f"{cache['head_cache']['entries']} entries")
+    tok = cache["tokenizer"]
+    table.add_row("tokenizer", escape(tok["spec"]) + (f" cached: {_mark(tok['cached_file'] is not None)}"
+                                                      if "cached_file" in tok else ""))
+    table.add_row("gpt2 offline", _mark(report["tokenizer"]["gpt2_packaged"]))
+    hub = report["hub"]
+    if hub["offline"]:
+        table.add_row("hub", escape(f"offline ({hub['endpoint']} not contacted)"))
+    elif hub["reachable"]:
+        table.add_row("hub", escape(f"reachable {hub['endpoint']}, {hub['rtt_ms']} ms, HTTP {hub['status']}"))
+    else:
+        table.add_row("hub", f"[red]unreachable[/] {escape(hub['detail'])}")
+    torch = report["torch"]
+    if not torch["installed"] or torch.get("version") is None:
+        table.add_row("torch", escape(torch["detail"]))
+    else:
+        table.add_row("torch", escape(f"{torch['version']} CUDA {torch['cuda_build'] or '—'}") +
+                      f", device: {_mark(torch['cuda_available'])}, pinned memory: {_mark(torch['pinned_memory'])}")
+    for problem in report["problems"]:
+        table.add_row("[yellow]problem[/]", escape(problem))
+    return table
+
+
+@fwe_command(with_loader_options=False)
+def doctor(
+    dataset: _opt(str, "--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.") = None,
+    name: _opt(str, "--name", help="Hub dataset config. Default sample-10BT.") = None,
+    split: _opt(str, "--split", help="Hub split. Default train.") = None,
+    revision: _opt(str, "--revision", help="Hub branch, tag or commit sha. Default main.") = None,
+    tokenizer: Annotated[str, typer.Option(help="Tokenizer whose cache to check: byte | path | Hub id.")] = "gpt2",
+    local_path: _opt(str, "--local-path", help="Where local data is read from (free disk reported).") = None,
+    out: _opt(str, "--out", help="Where a bootstrap would write (free disk reported).") = None,
+    hub_timeout: Annotated[float, typer.Option("--hub-timeout", min=0.1, max=60,
+                                               help="Seconds the Hub's HEAD may take.")] = 3.0,
+    json_out: JsonFlag = False,
+    artifacts_dir: ArtifactsDir = Path("artifacts"),
+) -> None:
+    from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.measure.doctor import run_doctor
+
+    defaults = LoaderConfig()
+    paths = {"artifacts": str(artifacts_dir)}
+    paths.update({role: path for role, path in (("local-path", local_path), ("out", out)) if path})
+    report = run_doctor(dataset=dataset or defaults.dataset, name=name or defaults.name, split=split or defaults.split,
+                        revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout)
+    console.print(_table(report))
+    if json_out:
+        print_json(report)

@@ -1,0 +1,199 @@
+"""With --json, stdout carries exactly one JSON object on every way a run ends (usage error, timeout, watchdog,
+fallback, interrupt, a bug), with `ok`, `exit_code` (equal to the exit status) and `error`; never two objects, never
+none. In-process through CliRunner and in the `fwe` process itself (main(), os._exit endings, signals)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
+from tests.helpers import REPO_ROOT, invoke, run_fwe
+from tests.loader.test_hub_unreachable import refusing, silent  # noqa: F401  (fixtures: dead Hub endpoints)
+
+SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
+
+
+def one_object(stdout: str, exit_code: int) -> dict:
+    """stdout is one JSON object (orjson refuses trailing data: a second object fails here) with ok, exit_code and
+    error, and its exit_code is the run's."""
+    data = orjson.loads(stdout)
+    assert isinstance(data, dict) and {"ok", "exit_code", "error"} <= set(data), stdout
+    assert data["exit_code"] == exit_code
+    assert data["ok"] is (exit_code == 0) or data.get("command") == "doctor"
+    assert (data["error"] is None) is (exit_code == 0)
+    if data["error"] is not None:
+        assert {"type", "message"} <= set(data["error"]) and data["error"]["message"]
+    return data
+
+
+USAGE = [
+    (("smoke", "--seq-len", "0"), "ConfigError"),  # fwe's own range check
+    (("smoke", "--seq-len", "abc"), "BadParameter"),  # typer's parsing
+    (("smoke", "--source", "nowhere"), "ConfigError"),
+    (("measure", "--steps", "0"), "BadParameter"),
+    (("measure", "--heartbeat-dir", "x"), "ConfigError"),
+    (("tune", "--doc-batch-grid", "1,x"), "ConfigError"),
+    (("tune", "--q-grid", "4", "--q", "4"), "ConfigError"),
+    (("bootstrap",), "BadParameter"),  # --out missing
+    (("bootstrap", "--out", "x", "--gb", "-1"), "ConfigError"),
+    (("doctor", "--hub-timeout", "0"), "BadParameter"),
+    (("nosuch",), "UsageError"),
+]
+
+
+@pytest.mark.parametrize("args,kind", USAGE, ids=[" ".join(a) for a, _ in USAGE])
+def test_a_usage_error_in_process_is_one_error_object(args, kind, tmp_path):
+    """A usage error, whether click finds it before the command runs or fwe's own checks do: exit 2 and one object
+    {ok false, exit_code 2, error {type, message}, command} naming the command."""
+    extra = () if args[0] == "nosuch" else ("--artifacts-dir", str(tmp_path))
+    result = invoke(*args, "--json", *extra)
+    assert result.exit_code == EXIT_USAGE, result.stderr
+    data = one_object(result.stdout, EXIT_USAGE)
+    assert data["error"]["type"] == kind and data["command"] == args[0]
+
+
+@pytest.mark.parametrize("args", [("smoke", "--json", "--seq-len", "abc"), ("smoke", "--seq-len", "0", "--json"),
+                                  ("measure", "--json", "--repeats", "0"), ("bootstrap", "--json"),
+                                  ("tune", "--json", "--budget-s", "x")])
+def test_a_usage_error_of_the_fwe_process_is_one_error_object(args, tmp_path):
+    """In the `fwe` process (main() reads --json from sys.argv): the same object on stdout, and still the one
+    `error:` line on stderr."""
+    proc = run_fwe(*args, "--artifacts-dir", str(tmp_path))
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    one_object(proc.stdout, EXIT_USAGE)
+    assert [line for line in proc.stderr.splitlines() if line.strip()][0].startswith("error: ")
+
+
+def test_without_json_stdout_stays_empty_on_a_usage_error(tmp_path):
+    """The object is --json's: a usage error without it prints nothing on stdout."""
+    result = invoke("smoke", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == EXIT_USAGE and result.stdout == ""
+
+
+def test_help_with_json_is_only_the_help(tmp_path):
+    """--help is the output asked for: no JSON object is added after it."""
+    result = invoke("smoke", "--json", "--help")
+    assert result.exit_code == 0 and "Usage" in result.stdout and "exit_code" not in result.stdout
+
+
+def test_a_result_is_printed_once_with_its_exit_code(tmp_path):
+    """A run that printed its result gets no second object: the result itself carries exit_code (0), and it is the
+    artifact."""
+    result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    data = one_object(result.stdout, 0)
+    assert data["batches"] == 1 and orjson.loads(open(data["artifact"], "rb").read()) == data
+
+
+def test_failed_checks_name_the_failure(tmp_path):
+    """A smoke whose checks fail (a source too small for one batch): exit 1, the result with an error naming it."""
+    path = tmp_path / "tiny.jsonl"
+    path.write_text('{"text": "too short"}\n')
+    result = invoke("smoke", "--local-path", str(path), "--json", "--artifacts-dir", str(tmp_path))
+    data = one_object(result.stdout, 1)
+    assert data["error"]["type"] == "CheckFailed" and "batches" in data["error"]["message"]
+
+
+def test_an_internal_error_is_one_error_object(monkeypatch, tmp_path):
+    """A bug (an exception nothing expected): exit 70 and one object whose error is the internal-error line."""
+    import fwe_cli.measure.smoke as smoke
+
+    def broken(*args, **kwargs):
+        raise TypeError("odd value")
+
+    monkeypatch.delenv("FWE_TRACEBACK", raising=False)
+    monkeypatch.setattr(smoke, "run_smoke", broken)
+    result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
+    data = one_object(result.stdout, EXIT_INTERNAL)
+    assert data["error"]["type"] == "InternalError" and "TypeError: odd value" in data["error"]["message"]
+
+
+def test_an_interrupt_in_process_is_one_error_object(monkeypatch, tmp_path):
+    """Ctrl-C inside a command: exit 130, one object whose error says interrupted."""
+    import fwe_cli.measure.smoke as smoke
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(smoke, "run_smoke", interrupted)
+    result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
+    data = one_object(result.stdout, EXIT_INTERRUPTED)
+    assert data["error"]["type"] == "KeyboardInterrupt" and data["command"] == "smoke"
+
+
+def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tmp_path):
+    """measure with a failed run: exit 4, the summary (printed once) with exit_code, ok false and the error."""
+    import fwe_cli.measure.phase0 as phase0
+
+    real = phase0.run_measure
+
+    def failing(config, plan, out_dir, progress):
+        summary = real(config, plan, out_dir, progress)
+        summary["runs"][0]["error"] = {"type": "RunTimeout", "message": "run did not finish", "stage": None}
+        return summary
+
+    monkeypatch.setattr(phase0, "run_measure", failing)
+    result = invoke("measure", "--warm", "--source", "synthetic", "--tokenizer", "byte", "--steps", "2", "--json",
+                    "--artifacts-dir", str(tmp_path))
+    data = one_object(result.stdout, 4)
+    assert data["error"]["type"] == "RunFailed" and "run did not finish" in data["error"]["message"]
+    assert "verdict" in data
+
+
+def _hub_env(tmp_path, endpoint: str) -> dict:
+    return {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+            "HF_HUB_OFFLINE": "0"}
+
+
+def test_a_timeout_is_one_object_with_exit_3(tmp_path, silent):
+    """A source that hangs (a Hub that accepts and never answers) past --timeout: the loader's deadline ends the run,
+    exit 3, one object (the result, error LoaderTimeout with its stage), in the `fwe` process, which ends at once
+    past the stuck read."""
+    proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", "--timeout", "1", "--json",
+                   "--artifacts-dir", str(tmp_path / "a"), env=_hub_env(tmp_path, silent), timeout=60)
+    assert proc.returncode == EXIT_TIMEOUT, proc.stderr
+    data = one_object(proc.stdout, EXIT_TIMEOUT)
+    assert data["error"]["type"] == "LoaderTimeout" and data["error"]["stage"]
+
+
+def test_a_fallback_is_one_object_with_exit_0(tmp_path, refusing):
+    """--synthetic-on-fail on an unreachable Hub: exit 0, one object, ok true, recording the fallback."""
+    with pytest.warns(RuntimeWarning, match="FALLING BACK"):
+        result = invoke("smoke", "--source", "hub", "--tokenizer", "byte", "--synthetic-on-fail", "--json",
+                        "--artifacts-dir", str(tmp_path / "a"), env=_hub_env(tmp_path, refusing))
+    data = one_object(result.stdout, 0)
+    assert data["fallback"]["to_source"] == "synthetic"
+
+
+def test_sigint_to_a_running_smoke_is_one_error_object(tmp_path):
+    """Ctrl-C (SIGINT) to `fwe smoke --json` once its first batch is out (its heartbeat line is on disk): exit 130
+    and exactly one object, error KeyboardInterrupt; stderr the one `interrupted` line."""
+    beats = tmp_path / "beats"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "fwe_cli", "smoke", "--source", "synthetic", "--tokenizer", "byte",
+                             "--batches", "1000000", "--seq-len", "4096", "--heartbeat-dir", str(beats), "--json",
+                             "--artifacts-dir", str(tmp_path / "a")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=REPO_ROOT)
+    heartbeat = beats / "heartbeat_rank0.jsonl"
+    give_up = time.monotonic() + 120  # a bound on a hung run, not an expected duration
+    try:
+        while proc.poll() is None and time.monotonic() < give_up and b"fineweb_loader_ready" not in (
+                heartbeat.read_bytes() if heartbeat.exists() else b""):
+            time.sleep(0.01)  # polling for the condition, a few ms apart so the run gets the CPU
+        assert proc.poll() is None and heartbeat.exists(), "the run ended or hung before its first batch"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    data = one_object(out, EXIT_INTERRUPTED)
+    assert data["error"]["type"] == "KeyboardInterrupt"
+    assert [line for line in err.splitlines() if line.strip()] == ["interrupted"]
