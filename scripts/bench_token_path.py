@@ -3,8 +3,8 @@
 
 One run: a JSONL corpus of FineWeb-like text (../shared/fineweb_real replicated when present, synthetic records
 otherwise; scripts/bench_throughput.build_corpus), tokenized once with GPT-2 (tiktoken, proven identical; the
-tokenizer.json built offline) into a token directory (llm.c shards + document index + manifest, fwe_cli.tokens.
-shard_format), then
+tokenizer.json built offline) into a token directory (llm.c shards + document index + manifest, fwe_cli.loader.
+sources.token_shards), then
   (1) ceiling     the fastest backend encoding the same documents from pre-read text, all cores, no loader (best of
                   tiktoken on a thread pool at doc batch 256/1024 and tiktoken's encode_batch; best of --rounds)
   (2) token path  FineWebLoader over the token directory, seq_len 1024, batch 8, defaults: steady tokens/s
@@ -42,7 +42,7 @@ from bench_throughput_stages import PREFIX_BATCHES, consume  # noqa: E402
 from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
 from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
 from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
-from fwe_cli.tokens.shard_format import encode_shard, index_path, version_for  # noqa: E402
+from fwe_cli.loader.sources.token_shards import encode_shard, index_path, version_for  # noqa: E402
 
 TARGET_RATIO = 20.0
 SEQ_LEN, BATCH = 1024, 8

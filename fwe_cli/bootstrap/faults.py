@@ -5,6 +5,11 @@
     part-fsynced  a part is complete and fsynced under its temporary name, not yet renamed
     part-renamed  a part was renamed to its final name; the manifest does not list it yet
     manifest-tmp  a new manifest is written and fsynced under its temporary name, not yet renamed
+  and in `fwe tokenize` (and `fwe bootstrap --tokenize`), fwe_cli/tokens/run.py:
+    tokens-batch   a batch of documents' tokens was handed to the shard being written (not yet a whole shard)
+    shard-fsynced  a shard and its index are complete and fsynced under temporary names, not yet renamed
+    shard-renamed  a shard and its index were renamed to their final names; the manifest does not list them yet
+    (manifest-tmp as above)
 - FWE_TEST_SIGINT_AT=POINT:N  send this process SIGINT (Ctrl-C) the N-th time it reaches POINT: an interrupt at a
   known moment, so a test of Ctrl-C never races the run's end.
 - FWE_TEST_ENOSPC_AFTER_BYTES=N  part-file writes fail with ENOSPC ("No space left on device") once N bytes
@@ -26,7 +31,7 @@ CRASH_VAR = "FWE_TEST_CRASH_AT"
 SIGINT_VAR = "FWE_TEST_SIGINT_AT"
 ENOSPC_VAR = "FWE_TEST_ENOSPC_AFTER_BYTES"
 ERRNO_VAR = "FWE_TEST_WRITE_ERRNO"
-POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp")
+POINTS = ("record", "part-fsynced", "part-renamed", "manifest-tmp", "tokens-batch", "shard-fsynced", "shard-renamed")
 
 
 class Faults:

@@ -27,8 +27,11 @@ class OutputLock:
     """`with OutputLock(layout):` holds the output's lock (creating its directory), or raises OutputError at once
     naming the PID of the run that holds it."""
 
-    def __init__(self, layout: Layout):
+    def __init__(self, layout: Layout, command: str = "fwe bootstrap"):
+        """`layout`: a bootstrap Layout, or any object with `out`, `directory` and `lock_path` (fwe tokenize's);
+        `command`: what a refused run says holds the lock."""
         self.layout = layout
+        self.command = command
         self.path = layout.lock_path
         self._fd = -1
         self._created: list[str] = []  # directories this run created, deepest first: removed again if left empty
@@ -66,7 +69,7 @@ class OutputLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
-            raise OutputError(f"{self.layout.out} is being written by another fwe bootstrap (pid "
+            raise OutputError(f"{self.layout.out} is being written by another {self.command} (pid "
                               f"{holder or 'unknown'}, lock {self.path}): wait for it to end, or stop it and re-run "
                               "to resume") from None
         except OSError as exc:  # e.g. a filesystem without locks (ENOLCK)

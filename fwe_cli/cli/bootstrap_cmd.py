@@ -40,6 +40,10 @@ Examples:
 From the Hub, the parquet files are downloaded (several at once, resumable, sha256-checked against the Hub's listing) and converted on every core meanwhile; the JSONL is byte-identical to --hub-reader datasets (streaming through `datasets`). Nodes split the Hub source by FILE: node r of N downloads only files i with i % N == r. With --hub-reader datasets and the other sources they split by DOCUMENT (every node reads every row and keeps doc i with i % N == r), as the loader's --shard-mod/--shard-rem do.
 
   fwe bootstrap --verify --out /data/fwe_bootstrap    (re-hash every part against the manifest)
+
+  fwe bootstrap --gb 5 --out /data/fwe --tokenize gpt2    (then token shards in /data/fwe/tokens/, as `fwe tokenize`)
+
+With --tokenize T, once the text is staged it is tokenized into OUT/tokens/ (OUT.tokens/ beside a single .jsonl): llm.c token shards + manifest, resumable the same way (see `fwe tokenize --help`, runbooks/tokens.md).
 """
 EPILOG = BOOTSTRAP_EXIT_CODES_HELP
 PANEL = "Source"
@@ -187,6 +191,10 @@ Fields = _opt(str, "--fields", help="text: {text, id} per line | all: every fiel
 FileMb = _opt(float, "--file-mb", help=f"Roll to a new part file every N MB. Default {DEFAULT_FILE_MB}.")
 CheckpointMb = _opt(float, "--checkpoint-mb", help="fsync + save a resume point every N MB; kill -9 redoes at most "
                                                    f"this. Default {DEFAULT_CHECKPOINT_MB}.")
+Tokenize = _opt(str, "--tokenize", panel="Tokens", help="Then tokenize the staged text with this tokenizer (byte | "
+                "tokenizer.json | Hub id, e.g. gpt2) into OUT/tokens/: llm.c token shards (fwe tokenize).")
+ShardTokens = _opt(int, "--shard-tokens", panel="Tokens", help="With --tokenize: most tokens per shard. Default "
+                                                               "100000000.")
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others), "
                                                      "even if its arguments differ.")]
 Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every listed file against the "
@@ -212,6 +220,8 @@ def bootstrap(
     fields: Fields = None,
     file_mb: FileMb = None,
     checkpoint_mb: CheckpointMb = None,
+    tokenize: Tokenize = None,
+    shard_tokens: ShardTokens = None,
     force: Force = False,
     verify: Verify = False,
     json_out: JsonFlag = False,
@@ -229,6 +239,7 @@ def bootstrap(
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
                               downloads=downloads, bad_records=bad_records, fields=fields, force=force)
+    tokens_config = _tokens_config(config, tokenize, shard_tokens, force)
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     prepare_output_dir(os.path.dirname(artifact))  # before hours of copying, not after
     try:
@@ -236,6 +247,12 @@ def bootstrap(
             from fwe_cli.bootstrap.run import run_bootstrap
 
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+        if tokens_config is not None and result["outcome"] != "interrupted":
+            from fwe_cli.cli.tokenize_cmd import run_with_progress
+
+            tokens = run_with_progress(tokens_config, stopper, label="tokenize")
+            result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}
+            result["outcome"] = "interrupted" if tokens["outcome"] == "interrupted" else result["outcome"]
     except FweError as exc:
         try:
             write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
@@ -250,8 +267,23 @@ def bootstrap(
     result["artifact"] = artifact
     write_json(artifact, dict(_context(config), **result))
     _summary(result, artifact)
+    if "tokens" in result:
+        console.print(f"tokens: {result['tokens']['tokens']:,} in {result['tokens']['shards']} shard(s) at "
+                      f"{escape(result['tokens']['output'])} ({result['tokens']['outcome']})", soft_wrap=True)
     if json_out:
         print_json(result)
     if result["outcome"] == "interrupted":
         console.print("[yellow]interrupted:[/] resume point saved; re-run the same command to continue")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, force: bool):
+    """`fwe tokenize OUT --out OUT/tokens` for --tokenize (OUT.tokens beside a single-file bootstrap); None without."""
+    if tokenizer is None:
+        if shard_tokens is not None:
+            raise typer.BadParameter("--shard-tokens needs --tokenize", param_hint="--shard-tokens")
+        return None
+    from fwe_cli.cli.tokenize_cmd import tokenize_config
+
+    out = config.out + ".tokens" if config.out.endswith(".jsonl") else os.path.join(config.out, "tokens")
+    return tokenize_config(config.out, out, tokenizer, shard_tokens, force=force)

@@ -50,6 +50,12 @@ BOOTSTRAP_EXIT_CODES_HELP = (
     f"{EXIT_OUTPUT} output conflict, locked by another run, damaged or not writable (see --force); "
     f"{EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted (resumable)."
 )
+TOKENIZE_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} ok (complete); {EXIT_FAILED} verification failed; {EXIT_USAGE} bad usage; "
+    f"{EXIT_LOADER} source or tokenizer error; {EXIT_DISK_SPACE} disk full (resumable); "
+    f"{EXIT_OUTPUT} output made with other arguments (tokenizer, source, shard size), locked by another run, damaged "
+    f"or not writable (see --force); {EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted (resumable)."
+)
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, EXIT_USAGE),

@@ -1,5 +1,5 @@
 """Token directories for the loader's tests, written here (not by `fwe tokenize`) from documents a test makes: the
-shards through fwe_cli.tokens.shard_format.encode_shard, ids from the project's tokenizer, and the manifest the
+shards through fwe_cli.loader.sources.token_shards.encode_shard, ids from the project's tokenizer, and the manifest the
 token directory format specifies (fwe_cli.loader.sources.token_dir)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
-from fwe_cli.tokens.shard_format import encode_shard, index_path, version_for
+from fwe_cli.loader.sources.token_shards import encode_shard, index_path, version_for
 
 
 def write_token_dir(out: Path, texts: list[str], tokenizer: str = "byte", docs_per_shard: int = 50,

@@ -6,9 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import threading
-from typing import Callable, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
@@ -16,9 +14,11 @@ from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.hub import iter_hub
 from fwe_cli.loader.sources.local import BadRecords, iter_local, resolve_files
 from fwe_cli.loader.sources.order import ordered, permuted
-from fwe_cli.loader.sources.token_dir import (
-    ShardTokens, iter_token_chunks, iter_token_docs, resolve_shards, token_manifest,
-)
+
+if TYPE_CHECKING:  # token_dir (numpy) loads when a run reads a local path: `fwe --help` imports no numpy
+    import numpy as np
+
+    from fwe_cli.loader.sources.token_dir import ShardTokens
 
 
 class DocumentStream:
@@ -83,6 +83,8 @@ class DocumentStream:
         elif c.source == "local":
             self._list_local()
             if self.tokens is not None:
+                from fwe_cli.loader.sources.token_dir import iter_token_docs
+
                 docs = iter_token_docs(self._epoch_order(self.files, epoch), self.tokens, at)
             else:
                 docs = iter_local(self._epoch_order(self.files, epoch), self.bad, strict, at)
@@ -106,6 +108,8 @@ class DocumentStream:
         hashing = ", hashing bootstrap parts" if c.verify_parts else ""
         self._set_stage(f"opening source (listing local files{hashing})")
         if self.tokens is not None:
+            from fwe_cli.loader.sources.token_dir import resolve_shards
+
             self.files = resolve_shards(self.tokens, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
         else:
             self.files = resolve_files(c.local_path, allow_partial=c.allow_partial, verify_parts=c.verify_parts)
@@ -117,6 +121,8 @@ class DocumentStream:
         c = self.config
         if c.source != "local" or self.tokens is not None:
             return self.tokens
+        from fwe_cli.loader.sources.token_dir import ShardTokens, token_manifest
+
         manifest = token_manifest(c.local_path)
         if manifest is not None:
             tokens = ShardTokens(c.local_path, manifest)
@@ -132,6 +138,8 @@ class DocumentStream:
     def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
         """A token directory read in order: (ids, first document's `resume`, documents) per chunk of about
         `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
+        from fwe_cli.loader.sources.token_dir import iter_token_chunks
+
         self._list_local()
         self._mark("source_opened")
         start = self.start or {}

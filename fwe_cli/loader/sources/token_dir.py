@@ -1,6 +1,6 @@
 """A token directory (`fwe tokenize`'s output) read directly: memory-mapped llm.c shards, no tokenizer.
 
-A token directory holds shards `fineweb_train_NNNNNN.bin` with their document indexes (fwe_cli.tokens.shard_format)
+A token directory holds shards `fineweb_train_NNNNNN.bin` with their document indexes (fwe_cli.loader.sources.token_shards)
 and a `manifest.json`: {"format": "fwe-tokens/1", "tokenizer", "vocab_hash", "vocab_size", "eot", "version",
 "shards": [{"name", "tokens", "documents", "sha256", "bytes"}], "complete"}.
 
@@ -25,7 +25,7 @@ from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.local_files import (
     MANIFEST_NAME, check_regular_file, listed_file_problems, manifest_problem, read_manifest,
 )
-from fwe_cli.tokens.shard_format import ShardFormatError, read_shard
+from fwe_cli.loader.sources.token_shards import ShardFormatError, read_shard
 
 FORMAT = "fwe-tokens/1"
 BACKEND = "token-shards"

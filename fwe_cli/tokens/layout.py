@@ -1,0 +1,150 @@
+"""Where a token output's files live, its manifest, and what decides whether a re-run may resume it.
+
+    OUT/manifest.json                    format "fwe-tokens/1": the record of truth (see runbooks/tokens.md)
+    OUT/fineweb_train_000000.bin         shards, llm.c's names and format (fwe_cli/loader/sources/token_shards.py)
+    OUT/fineweb_train_000000.idx.npy     each shard's document index
+    OUT/*.partial                        a shard or index being written (never read; removed by the next run)
+    OUT/.fwe-tokens.lock                 held by the run writing OUT (fwe_cli/bootstrap/output_lock.py)
+
+A shard is listed in the manifest only once it and its index are whole, fsynced and renamed; the manifest is
+replaced atomically after each shard (fwe_cli/bootstrap/manifest.py write_manifest) with the source position of
+the next shard's first document, so a re-run continues from the last listed shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.errors import OutputError, os_error_line
+from fwe_cli.loader.sources.local_files import listed_file_problems
+from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, dtype_for, version_for
+
+FORMAT = "fwe-tokens/1"
+MANIFEST_NAME = "manifest.json"
+LOCK_NAME = ".fwe-tokens.lock"
+SHARD_PREFIX = "fineweb_train_"
+PARTIAL_SUFFIX = ".partial"
+_OWN_RE = re.compile(rf"^{SHARD_PREFIX}(\d{{6,}})(\.bin|{re.escape(INDEX_SUFFIX)})({re.escape(PARTIAL_SUFFIX)})?$")
+BYTE_DESCRIPTION = b"fwe byte tokenizer: UTF-8 bytes are ids 0..255, end-of-text id 256, vocab_size 257"
+
+
+@dataclass(frozen=True)
+class TokensLayout:
+    """The paths of one token output (a directory). Duck-types the bootstrap Layout where OutputLock and
+    write_manifest need it (`out`, `directory`, `lock_path`, `manifest_path`)."""
+
+    out: str
+
+    @classmethod
+    def for_out(cls, out: str) -> "TokensLayout":
+        return cls(out=os.path.abspath(out))
+
+    @property
+    def directory(self) -> str:
+        return self.out
+
+    @property
+    def manifest_path(self) -> str:
+        return os.path.join(self.out, MANIFEST_NAME)
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.out, LOCK_NAME)
+
+    @staticmethod
+    def shard_name(index: int) -> str:
+        return f"{SHARD_PREFIX}{index:06d}.bin"
+
+    def shard_path(self, index: int) -> str:
+        return os.path.join(self.out, self.shard_name(index))
+
+    def own_files(self) -> list[tuple[str, int | None]]:
+        """(path, shard number or None for the manifest and its temporary) of every file of ours that exists."""
+        found: list[tuple[str, int | None]] = []
+        for path in (self.manifest_path, self.manifest_path + ".tmp"):
+            if os.path.isfile(path):
+                found.append((path, None))
+        if os.path.isdir(self.out):
+            with on_output("list", self.out):
+                names = sorted(os.listdir(self.out))
+            found += [(os.path.join(self.out, n), int(m.group(1))) for n in names if (m := _OWN_RE.match(n))]
+        return found
+
+    def has_foreign_files(self) -> bool:
+        if not os.path.isdir(self.out):
+            return False
+        ours = {os.path.basename(path) for path, _ in self.own_files()} | {LOCK_NAME}
+        with on_output("list", self.out):
+            return any(name not in ours for name in os.listdir(self.out))
+
+
+def tokenizer_identity(tokenizer, spec: str) -> dict:
+    """What decides the ids: the spec, the sha256 of the tokenizer.json bytes (of BYTE_DESCRIPTION for 'byte'), the
+    vocabulary size, the end-of-text id, and the shard dtype that follows from the size."""
+    path = getattr(tokenizer, "path", None)
+    if spec == "byte":
+        digest = hashlib.sha256(BYTE_DESCRIPTION).hexdigest()
+    else:
+        if path is None:
+            from fwe_cli.loader.tokenization.doc_tokenizer import resolve_tokenizer_file
+
+            path = resolve_tokenizer_file(spec)
+        with open(path, "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()
+    version = version_for(tokenizer.vocab_size)
+    return {"name": spec, "vocab_sha256": digest, "vocab_size": int(tokenizer.vocab_size), "eot": int(tokenizer.eos_id),
+            "eot_token": getattr(tokenizer, "eos_token", None), "source": getattr(tokenizer, "source", "builtin"),
+            "version": version, "dtype": dtype_for(version).name}
+
+
+def load_manifest(layout: TokensLayout) -> dict | None:
+    """The manifest, None when there is none; OutputError when it is unreadable, damaged or not a token output's."""
+    path = layout.manifest_path
+    try:
+        with open(path, "rb") as handle:
+            manifest = orjson.loads(handle.read())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError as exc:
+        raise OutputError(f"{path} is damaged (not JSON: {exc.msg}); pass --force to start over") from None
+    except OSError as exc:
+        raise OutputError(os_error_line("read", path, exc)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise OutputError(f"{path} is not an fwe token manifest (format {FORMAT}); choose another --out, or pass "
+                          "--force to replace it")
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str)
+                                               and _OWN_RE.match(s["name"]) and isinstance(s.get("bytes"), int)
+                                               and isinstance(s.get("index"), str) and _OWN_RE.match(s["index"])
+                                               and isinstance(s.get("index_bytes"), int) for s in shards):
+        raise OutputError(f"{path} is damaged (its shards need a shard name and a byte count each); pass --force "
+                          "to start over")
+    return manifest
+
+
+def shard_problems(layout: TokensLayout, manifest: dict, rehash: bool) -> list[dict]:
+    """{name, problem} for every listed shard or index that is missing, of the wrong size or (rehash) sha256."""
+    entries = []
+    for shard in manifest["shards"]:
+        entries.append({"name": shard["name"], "bytes": shard["bytes"], "sha256": shard.get("sha256")})
+        entries.append({"name": shard["index"], "bytes": shard["index_bytes"], "sha256": shard.get("index_sha256")})
+    return listed_file_problems(layout.directory, {"files": entries}, rehash)
+
+
+def verify_tokens(out: str) -> dict:
+    """Re-hash every shard and index against the manifest: `ok` means complete and every file matches."""
+    layout = TokensLayout.for_out(out)
+    manifest = load_manifest(layout)
+    if manifest is None:
+        raise OutputError(f"no token manifest at {layout.manifest_path}")
+    problems = shard_problems(layout, manifest, rehash=True)
+    complete = bool(manifest.get("complete"))
+    return {"ok": complete and not problems, "complete": complete, "output": layout.out,
+            "manifest_path": layout.manifest_path, "shards_checked": len(manifest["shards"]),
+            "tokens": sum(s["tokens"] for s in manifest["shards"]), "problems": problems}
