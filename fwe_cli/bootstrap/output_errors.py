@@ -10,6 +10,7 @@ the copy loop without passing through here therefore came from the source (see f
 from __future__ import annotations
 
 import errno
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -36,3 +37,12 @@ def on_output(operation: str, path: str) -> Iterator[None]:
         yield
     except OSError as exc:
         raise output_error(operation, path, exc) from None
+
+
+def remove_output(path: str) -> None:
+    """Delete an output file fwe wrote (gone already is fine); an OSError as the one-line output error."""
+    with on_output("remove", path):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass

@@ -17,7 +17,7 @@ from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError
 from fwe_cli.bootstrap.manifest import FORMAT, Layout, load_manifest
 from fwe_cli.loader.sources.local_files import listed_file_problems
-from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.bootstrap.output_errors import remove_output
 from fwe_cli.loader.sources.local import BadRecords
 from fwe_cli.loader.sources.records import RecordSpec, RecordStream
 
@@ -61,14 +61,6 @@ def _differences(old: dict, new: dict) -> list[str]:
     return out
 
 
-def _remove(path: str) -> None:
-    with on_output("remove", path):
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-
-
 def check_out_kind(layout: Layout) -> None:
     """--out must be what its layout needs, checked before anything is created: the OS would say only 'file
     exists' or 'is a directory'."""
@@ -84,10 +76,10 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
     """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm.
 
     Called with the output's lock held (fwe_cli/bootstrap/output_lock.py): it may delete files."""
-    _remove(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
+    remove_output(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
     if config.force:
         for path, _index in layout.own_files():
-            _remove(path)
+            remove_output(path)
         _remove_downloads(layout)
         return None
     manifest = load_manifest(layout)
@@ -117,7 +109,7 @@ def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
         for path, index in layout.own_files():
             stale = index is not None and (index > current or (index < current and path.endswith(".partial")))
             if stale:
-                _remove(path)
+                remove_output(path)
     return manifest
 
 

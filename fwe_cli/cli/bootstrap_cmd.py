@@ -16,10 +16,10 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
-from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_FAILED, EXIT_INTERRUPTED, one_line
+from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json
-from fwe_cli.errors import FweError, OutputError
+from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.errors import FweError
 
 HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
 
@@ -148,15 +148,7 @@ def _verify(out: str, json_out: bool) -> None:
     from fwe_cli.bootstrap.manifest import verify_bootstrap  # the core loads when a command runs, not for --help
 
     report = verify_bootstrap(out)
-    for problem in report["problems"]:
-        console.print(f"[red]bad:[/] {escape(problem['name'])}: {escape(problem['problem'])}", soft_wrap=True)
-    status = "[green]OK[/]" if report["ok"] else "[red]FAILED[/]"
-    console.print(f"verify {status}: {report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB, "
-                  f"complete={report['complete']}, manifest {escape(report['manifest_path'])}", soft_wrap=True)
-    if json_out:
-        print_json(report)
-    if not report["ok"]:
-        raise typer.Exit(EXIT_FAILED)
+    report_verify(report, f"{report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB", json_out)
 
 
 def _opt(kind, *names: str, help: str, panel: str | None = None):
@@ -254,10 +246,7 @@ def bootstrap(
             result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}
             result["outcome"] = "interrupted" if tokens["outcome"] == "interrupted" else result["outcome"]
     except FweError as exc:
-        try:
-            write_json(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
-        except OutputError as lost:  # the run's own error is the one to report (and exit with)
-            console.print(f"[yellow]warning:[/] no artifact: {escape(one_line(lost))}", soft_wrap=True)
+        write_failure_artifact(artifact, dict(_context(config), ok=False, output=config.out, error=error_record(exc)))
         raise
     except KeyboardInterrupt:  # the second Ctrl-C: no new resume point, the last checkpoint stands
         aborted = KeyboardInterrupt("aborted by a second Ctrl-C")

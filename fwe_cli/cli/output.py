@@ -127,3 +127,39 @@ def warnings_as_lines() -> None:
         console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
 
     warnings.showwarning = show
+
+
+def report_verify(report: dict, counted: str, json_out: bool) -> None:
+    """A `--verify` report (bootstrap's parts, tokenize's shards): a `bad:` line per problem and one verdict line
+    naming what was checked (`counted`); the report on stdout with --json; exit 1 when it is not ok."""
+    import typer
+    from rich.markup import escape
+
+    for problem in report["problems"]:
+        console.print(f"[red]bad:[/] {escape(problem['name'])}: {escape(problem['problem'])}", soft_wrap=True)
+    status = "[green]OK[/]" if report["ok"] else "[red]FAILED[/]"
+    console.print(f"verify {status}: {counted}, complete={report['complete']}, manifest "
+                  f"{escape(report['manifest_path'])}", soft_wrap=True)
+    if json_out:
+        print_json(report)
+    if not report["ok"]:
+        from fwe_cli.cli.errors import EXIT_FAILED
+
+        note_error({"type": "VerifyFailed", "message": f"{len(report['problems'])} problem(s) in "
+                    f"{report['manifest_path']}" + ("" if report["complete"] else "; not complete"), "stage": None})
+        raise typer.Exit(EXIT_FAILED)
+
+
+def write_failure_artifact(artifact: str, record: dict) -> None:
+    """Write a failed run's artifact; when even that cannot be written, one warning line (the run's own error is the
+    one to report and exit with, so this never raises)."""
+    from rich.markup import escape
+
+    from fwe_cli.artifacts import write_json
+    from fwe_cli.cli.errors import one_line
+    from fwe_cli.errors import OutputError
+
+    try:
+        write_json(artifact, record)
+    except OutputError as lost:
+        console.print(f"[yellow]warning:[/] no artifact: {escape(one_line(lost))}", soft_wrap=True)

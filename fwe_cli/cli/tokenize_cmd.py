@@ -14,10 +14,10 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.cli.bootstrap_cmd import _StopOnSignal
-from fwe_cli.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP, one_line
+from fwe_cli.cli.errors import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json
-from fwe_cli.errors import FweError, OutputError
+from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.errors import FweError
 
 HELP = """Tokenize documents once into token shards (llm.c's .bin format), then train at memory speed.
 
@@ -114,15 +114,7 @@ def _verify(out: str, json_out: bool) -> None:
     from fwe_cli.tokens.layout import verify_tokens
 
     report = verify_tokens(out)
-    for problem in report["problems"]:
-        console.print(f"[red]bad:[/] {escape(problem['name'])}: {escape(problem['problem'])}", soft_wrap=True)
-    status = "[green]OK[/]" if report["ok"] else "[red]FAILED[/]"
-    console.print(f"verify {status}: {report['shards_checked']} shards, {report['tokens']:,} tokens, "
-                  f"complete={report['complete']}, manifest {escape(report['manifest_path'])}", soft_wrap=True)
-    if json_out:
-        print_json(report)
-    if not report["ok"]:
-        raise typer.Exit(EXIT_FAILED)
+    report_verify(report, f"{report['shards_checked']} shards, {report['tokens']:,} tokens", json_out)
 
 
 def _opt(kind, *names: str, help: str):
@@ -186,10 +178,7 @@ def tokenize(
         with _StopOnSignal() as stopper:
             result = run_with_progress(config, stopper)
     except FweError as exc:
-        try:
-            write_json(artifact, dict(context, ok=False, output=config.out, error=error_record(exc)))
-        except OutputError as lost:
-            console.print(f"[yellow]warning:[/] no artifact: {escape(one_line(lost))}", soft_wrap=True)
+        write_failure_artifact(artifact, dict(context, ok=False, output=config.out, error=error_record(exc)))
         raise
     except KeyboardInterrupt:
         write_json(artifact, dict(context, ok=False, output=config.out,

@@ -14,7 +14,6 @@ import time
 import warnings
 from typing import Sequence
 
-import numpy as np
 import orjson
 
 from fwe_cli.artifacts import output_error, prepare_output_dir, utc_iso

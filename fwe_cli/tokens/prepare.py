@@ -11,7 +11,7 @@ import os
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.bootstrap.output_errors import remove_output
 from fwe_cli.errors import OutputError
 from fwe_cli.tokens.layout import FORMAT, TokensLayout, load_manifest, shard_problems
 
@@ -57,14 +57,6 @@ def fresh_manifest(config, identity: dict, source: dict) -> dict:
     }
 
 
-def _remove(path: str) -> None:
-    with on_output("remove", path):
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-
-
 def _differences(manifest: dict, config, identity: dict, source: dict) -> list[str]:
     out = []
     old = manifest.get("tokenizer") or {}
@@ -89,10 +81,10 @@ def _differences(manifest: dict, config, identity: dict, source: dict) -> list[s
 def prepare_output(config, layout: TokensLayout, identity: dict, source: dict) -> dict:
     """The manifest to continue from (a fresh one for a new output or with --force), after removing the files a
     killed run left that the manifest does not list; OutputError for an output this run must not touch."""
-    _remove(layout.manifest_path + ".tmp")
+    remove_output(layout.manifest_path + ".tmp")
     if config.force:
         for path, _number in layout.own_files():
-            _remove(path)
+            remove_output(path)
         return fresh_manifest(config, identity, source)
     manifest = load_manifest(layout)
     if manifest is None:
@@ -114,5 +106,5 @@ def prepare_output(config, layout: TokensLayout, identity: dict, source: dict) -
         listed = {name for s in manifest["shards"] for name in (s["name"], s["index"])}
         for path, _number in layout.own_files():
             if _number is not None and os.path.basename(path) not in listed:
-                _remove(path)  # a partial file, or a shard renamed after the last manifest was written
+                remove_output(path)  # a partial file, or a shard renamed after the last manifest was written
     return manifest
