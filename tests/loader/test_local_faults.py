@@ -201,3 +201,13 @@ def test_unreadable_file_is_one_line_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr("fwe_cli.loader.sources.local._open_binary", denied)
     with pytest.raises(SourceError, match=re.escape(f"cannot open {path}: permission denied (errno EACCES)")):
         texts(path)
+
+
+def test_a_utf8_bom_at_the_start_of_a_file_is_not_a_bad_record(tmp_path):
+    """A JSONL or TXT file saved with a UTF-8 byte order mark (as some editors do) reads its first record like the
+    others: the mark is dropped, nothing is counted as bad."""
+    (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"text": "first", "id": "a"}\n{"text": "second", "id": "b"}\n')
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbfline one\nline two\n")
+    stream = DocumentStream(resolve_config(env={}, local_path=str(tmp_path / "bom.jsonl")))
+    assert [d.text for d in stream] == ["first", "second"] and stream.describe()["bad_records"]["count"] == 0
+    assert texts(tmp_path / "bom.txt") == ["line one", "line two"]

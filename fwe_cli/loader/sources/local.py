@@ -66,6 +66,7 @@ def _open_binary(path: str) -> BinaryIO:
 # What reading a compressed file that ends early or holds garbage raises: EOFError ("Compressed file ended before the
 # end-of-stream marker was reached"), which Click would report as a bare "Aborted.", or BadGzipFile / zlib.error.
 _DECOMPRESS_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def read_lines(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[bytes, int, int]]:
@@ -86,6 +87,8 @@ def read_lines(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[byt
             for line in handle:
                 lineno += 1
                 offset += len(line)
+                if lineno == 1 and line.startswith(UTF8_BOM):  # editors on Windows start files with one
+                    line = line[len(UTF8_BOM):]
                 yield line, lineno, offset
         except (*_DECOMPRESS_ERRORS, OSError) as exc:
             raise _read_failure(path, handle, exc, lineno, offset) from exc
