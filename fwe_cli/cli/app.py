@@ -58,7 +58,8 @@ def main() -> None:
     except typer.TyperException as exc:  # click's usage errors (typer's own parsing): bad value, unknown option
         if getattr(exc, "exit_code", 1) == 2 and hasattr(exc, "format_message") \
                 and type(exc).__name__ != "NoArgsIsHelpError":
-            console.print(f"[bold red]error:[/] {escape(exc.format_message())} (see fwe --help)", soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(exc.format_message() + _grid_hint(exc))} (see fwe --help)",
+                          soft_wrap=True)
         else:
             exc.show()
         code = getattr(exc, "exit_code", 1)
@@ -72,6 +73,18 @@ def main() -> None:
     code = code if isinstance(code, int) else 0
     finish(code)  # --json: the one object, with the code this process ends with
     sys.exit(code)
+
+
+# fwe tune sweeps these settings with grid flags of its own; a list given to the single-value flag gets pointed there
+GRID_FLAGS = {"--doc-batch": "--doc-batch-grid", "--q": "--q-grid", "--tokenizer-threads": "--threads-grid"}
+
+
+def _grid_hint(exc: Exception) -> str:
+    ctx, param = getattr(exc, "ctx", None), getattr(exc, "param", None)
+    if ctx is None or getattr(ctx, "info_name", None) != "tune" or param is None:
+        return ""
+    grid = next((GRID_FLAGS[name] for name in getattr(param, "opts", ()) if name in GRID_FLAGS), None)
+    return f"; to sweep values, fwe tune takes {grid} (e.g. {grid} 8,64)" if grid else ""
 
 
 def _interrupt(signum, frame) -> None:
