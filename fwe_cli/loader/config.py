@@ -259,9 +259,9 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
     if values.get("local_path") and "source" not in values:
         values["source"] = "local"
     if "tokenizer" not in values and values.get("source") == "local":  # a token directory: the one it was made with
-        from fwe_cli.loader.sources.token_dir import token_manifest
+        from fwe_cli.loader.sources.token_dir import recorded_tokenizer, token_manifest
 
-        recorded = (token_manifest(values.get("local_path")) or {}).get("tokenizer")
+        recorded = recorded_tokenizer(token_manifest(values.get("local_path")) or {})
         if isinstance(recorded, str) and recorded:
             values["tokenizer"] = recorded
     return LoaderConfig(**values)

@@ -29,7 +29,7 @@ def write_token_dir(out: Path, texts: list[str], tokenizer: str = "byte", docs_p
         np.save(index_path(str(out / name)), offsets)
         shards.append({"name": name, "tokens": int(sum(len(d) + 1 for d in docs)), "documents": len(docs),
                        "sha256": hashlib.sha256(body).hexdigest(), "bytes": len(body)})
-    manifest = {"format": "fwe-tokens/1", "tokenizer": tokenizer, "vocab_hash": f"test:{tokenizer}",
+    manifest = {"format": "fwe-tokens/1", "tokenizer": {"name": tokenizer, "vocab_sha256": f"test:{tokenizer}"},
                 "vocab_size": tok.vocab_size, "eot": tok.eos_id, "version": version_for(tok.vocab_size),
                 "shards": shards, "complete": complete}
     (out / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))

@@ -42,6 +42,13 @@ def token_manifest(path: str | None) -> dict | None:
     return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
 
 
+def recorded_tokenizer(manifest: dict) -> str | None:
+    """The --tokenizer the shards were made with, as `fwe tokenize` records it ({"tokenizer": {"name": ...}})."""
+    entry = manifest.get("tokenizer")
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def same_tokenizer(given: str, recorded: str) -> bool:
     """Whether a --tokenizer names the one a token directory was made with (a Hub alias, or the same file)."""
     from fwe_cli.loader.tokenization.doc_tokenizer import HUB_ALIASES  # no tokenizers import: a plain dict
@@ -65,7 +72,7 @@ class ShardTokens:
             raise SourceError(f"{os.path.join(path, MANIFEST_NAME)} is not a token directory manifest ({problem})")
         self.path = path
         self.manifest = manifest
-        self.name = manifest["tokenizer"]
+        self.name = recorded_tokenizer(manifest)
         self.vocab_size = manifest["vocab_size"]
         self.eos_id = manifest["eot"]
 
@@ -80,8 +87,8 @@ def _shape_problem(manifest: dict) -> str | None:
     for key in ("vocab_size", "eot", "version"):
         if not isinstance(manifest.get(key), int) or isinstance(manifest.get(key), bool):
             return f"no integer {key!r}"
-    if not isinstance(manifest.get("tokenizer"), str) or not isinstance(manifest.get("shards"), list):
-        return "no 'tokenizer' or 'shards'"
+    if recorded_tokenizer(manifest) is None or not isinstance(manifest.get("shards"), list):
+        return "no 'tokenizer' name or 'shards'"
     if not all(isinstance(e, dict) and isinstance(e.get("documents"), int) for e in manifest["shards"]):
         return "a shard without a document count"
     return manifest_problem({"files": manifest["shards"]})
