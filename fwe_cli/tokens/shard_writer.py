@@ -9,7 +9,6 @@ only the document offsets (8 bytes per document) are kept until the index is wri
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from typing import Callable
@@ -19,17 +18,16 @@ import numpy as np
 from fwe_cli.bootstrap.manifest import fsync_dir
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.tokens.layout import PARTIAL_SUFFIX
+from fwe_cli.loader.sources.local_files import sha256_file
 from fwe_cli.loader.sources.token_shards import HEADER_BYTES, header, index_path
 
 _BUFFER = 8 << 20
 
 
 def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with on_output("read back", path), open(path, "rb") as handle:
-        while chunk := handle.read(_BUFFER):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The loader's sha256_file (what verification compares against), an OSError as the one-line output error."""
+    with on_output("read back", path):
+        return sha256_file(path)
 
 
 class ShardWriter:
