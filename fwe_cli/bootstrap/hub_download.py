@@ -23,7 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.loader.sources.hub_listing import HubFile
-from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S, resolve_url
+from fwe_cli.loader.hub_env import resolve_url
+from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S
 from fwe_cli.loader.transient import attempts_note, transient_reason
 
 CHUNK_BYTES = 1 << 20

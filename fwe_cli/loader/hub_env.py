@@ -38,6 +38,13 @@ def offline() -> bool:
     return _truthy(os.environ.get("TRANSFORMERS_OFFLINE")) or constants.HF_HUB_OFFLINE
 
 
+def resolve_url(repo: str, revision: str, path: str) -> str:
+    """The URL of file `path` of dataset `repo` at `revision` (a branch, tag or commit sha; quoted whole)."""
+    from urllib.parse import quote
+
+    return f"{endpoint()}/datasets/{repo}/resolve/{quote(revision, safe='')}/{quote(path)}"
+
+
 def hub_cache_dir() -> str:
     """The hub cache huggingface_hub would use if it read HF_HUB_CACHE / HF_HOME now."""
     from huggingface_hub import constants

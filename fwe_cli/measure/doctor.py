@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from urllib.parse import quote
 
 from fwe_cli import __version__
 from fwe_cli.hostinfo import host_facts, package_versions
@@ -41,12 +40,11 @@ def disk(paths: dict[str, str]) -> list[dict]:
 def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, tokenizer: str) -> dict:
     """What the Hugging Face cache holds for this dataset config and tokenizer (read from disk only)."""
     from fwe_cli.loader.hub_env import cached_file, fwe_cache_dir, hub_cache_dir
-    from fwe_cli.loader.sources import hub_listing
+    from fwe_cli.loader.sources.hub_listing import cached_listing
     from fwe_cli.loader.tokenization.doc_tokenizer import HUB_ALIASES, PACKAGED_REPOS
 
-    revision = revision or "main"
-    sha = revision if hub_listing._SHA.match(revision) else hub_listing._cached_ref(dataset, revision)
-    listing = hub_listing._read_cached(dataset, name, split, sha) if sha else None
+    listing = cached_listing(dataset, name, split, revision)
+    sha = listing.revision if listing is not None else None
     heads = {"entries": 0, "directory": None}
     if listing is not None:
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
@@ -64,7 +62,7 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
                "packaged_offline": repo in PACKAGED_REPOS}
     return {
         "hub_cache": hub_cache_dir(), "hub_cache_exists": os.path.isdir(hub_cache_dir()), "fwe_cache": fwe_cache_dir(),
-        "dataset": dataset, "name": name, "split": split, "revision": revision,
+        "dataset": dataset, "name": name, "split": split, "revision": revision or "main",
         "listing": None if listing is None else {"commit": listing.revision, "files": len(listing.files),
                                                  "bytes": sum(f.size for f in listing.files)},
         "listed_commit": sha, "head_cache": heads,
@@ -75,14 +73,14 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
 def hub(dataset: str, revision: str | None, timeout: float = HEAD_TIMEOUT_S) -> dict:
     """One HEAD of the dataset card's resolve URL: reachable (any HTTP answer) with its round trip, or why not.
     HF_HUB_OFFLINE=1: no request at all."""
-    from fwe_cli.loader.hub_env import HttpStatusError, endpoint, head, offline, token
+    from fwe_cli.loader.hub_env import HttpStatusError, endpoint, head, offline, resolve_url, token
 
     where = endpoint()
     found = {"endpoint": where, "offline": offline(), "token": token() is not None, "reachable": None,
              "rtt_ms": None, "status": None, "commit": None, "detail": None}
     if found["offline"]:
         return dict(found, detail="HF_HUB_OFFLINE=1: not contacted (runs read the cache only)")
-    url = f"{where}/datasets/{dataset}/resolve/{quote(revision or 'main', safe='')}/README.md"
+    url = resolve_url(dataset, revision or "main", "README.md")
     started = time.perf_counter()
     try:
         headers = head(url, timeout)

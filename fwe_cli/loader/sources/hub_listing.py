@@ -18,7 +18,7 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline
+from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline, resolve_url
 from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
 
 LISTING_FORMAT = 1
@@ -201,9 +201,7 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
 def _head_revision(repo: str, revision: str) -> str:
     """The commit a branch or tag points at now: one HEAD request (the X-Repo-Commit header of the card's resolve
     URL), sent without huggingface_hub's HTTP stack, whose import would cost a warm start more than its open."""
-    from urllib.parse import quote
-
-    url = f"{endpoint()}/datasets/{repo}/resolve/{quote(revision, safe='')}/README.md"
+    url = resolve_url(repo, revision, "README.md")
     sha = _ask(lambda: head(url, OPEN_TIMEOUT_S).get("x-repo-commit"),
                f"checking which commit {repo}@{revision} is", repo)
     if not sha:
@@ -215,15 +213,21 @@ def check_reachable(repo: str, revision: str | None) -> None:
     """One HEAD of the dataset's card, so that a Hub that cannot be reached ends a run through `datasets` at once with
     the one unreachable line (datasets' own client retries a refused connection for a minute, a line per retry).
     Any answer, an error status included, means the Hub is there: `datasets` then reports what it finds."""
-    from urllib.parse import quote
-
-    url = f"{endpoint()}/datasets/{repo}/resolve/{quote(revision or 'main', safe='')}/README.md"
+    url = resolve_url(repo, revision or "main", "README.md")
     try:
         _ask(lambda: head(url, OPEN_TIMEOUT_S), f"reaching {repo}", repo)
     except SourceError as exc:
         status = getattr(getattr(exc.__cause__, "response", None), "status_code", None)
         if status is None or status >= 500:
             raise
+
+
+def cached_listing(repo: str, config: str | None, split: str, revision: str | None) -> HubListing | None:
+    """The listing this cache holds for `revision` (a commit sha, or the commit a branch pointed at when it was last
+    listed), read from disk without a request; None when there is none."""
+    revision = revision or "main"
+    sha = revision if _SHA.match(revision) else _cached_ref(repo, revision)
+    return _read_cached(repo, config, split, sha) if sha else None
 
 
 def resolve_listing(repo: str, config: str | None, split: str, revision: str | None = None,
@@ -237,8 +241,7 @@ def resolve_listing(repo: str, config: str | None, split: str, revision: str | N
     if use_cache:
         sha = revision if _SHA.match(revision) else None
         if offline():
-            sha = sha or _cached_ref(repo, revision)
-            cached = _read_cached(repo, config, split, sha) if sha else None
+            cached = cached_listing(repo, config, split, revision)
             if cached is None:
                 raise SourceError(f"HF_HUB_OFFLINE=1 and no cached listing of {repo} ({config}, {split}) at "
                                   f"{revision}: run once online, or use --local-path / --source synthetic")

@@ -20,7 +20,8 @@ from typing import Iterator
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.sources.hub_head_cache import HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
-from fwe_cli.loader.sources.hub_ranges import Ranges, column_span, fetch_range, parquet_footer, resolve_url
+from fwe_cli.loader.hub_env import resolve_url
+from fwe_cli.loader.sources.hub_ranges import Ranges, column_span, fetch_range, parquet_footer
 
 READ_AHEAD_GROUPS = 4
 GATE_POLL_S = 0.05  # how often a gated read re-checks its condition (it is also woken when the condition changes)

@@ -8,18 +8,11 @@ import io
 from typing import Callable
 
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import endpoint
 from fwe_cli.loader.sources.hub_listing import HubFile
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
 FOOTER_PROBE = 64 * 1024
 REQUEST_TIMEOUT_S = 30.0
-
-
-def resolve_url(repo: str, revision: str, path: str) -> str:
-    from urllib.parse import quote
-
-    return f"{endpoint()}/datasets/{repo}/resolve/{revision}/{quote(path)}"
 
 
 def fetch_range(url: str, start: int, end: int) -> bytes:
