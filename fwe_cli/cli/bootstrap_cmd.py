@@ -25,9 +25,11 @@ HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.js
 
 Safe to interrupt: parts are written under temporary names, fsynced and renamed. After Ctrl-C, kill -9 or a full disk, re-running the same command continues where it stopped and ends byte-identical to an uninterrupted run. Other arguments against an existing output are refused (--force starts over).
 
-Train from it with --local-path OUT (an incomplete bootstrap is refused unless --allow-partial). Writes artifacts/bootstrap/<UTC timestamp>.json; --json prints the result on stdout.
+Train from it with --local-path OUT (an incomplete bootstrap is refused unless --allow-partial). Without --out, OUT is data/fwe_bootstrap under the current directory. Writes artifacts/bootstrap/<UTC timestamp>.json; --json prints the result on stdout.
 
 Examples:
+
+  fwe bootstrap --gb 5    (into ./data/fwe_bootstrap)
 
   fwe bootstrap --gb 5 --out /data/fwe_bootstrap
 
@@ -134,6 +136,8 @@ def _summary(result: dict, artifact: str) -> None:
         table.add_row("[yellow]note[/]", "the source ended before the target size")
     table.add_row("manifest", escape(str(result["manifest_path"])))
     table.add_row("artifact", escape(artifact))
+    if result["outcome"] != "interrupted":
+        table.add_row("next", f"train from it: --local-path {escape(str(result['output']))}")
     console.print(table)
 
 
@@ -157,7 +161,9 @@ def _opt(kind, *names: str, help: str, panel: str | None = None):
 
 
 Gb = _opt(float, "--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work (0.002).")
-Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file.")
+DEFAULT_OUT = os.path.join("data", "fwe_bootstrap")
+Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file. "
+                              f"Default {DEFAULT_OUT} (under the current directory).")
 Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Default hub; --local-path implies local.")
 LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
 Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
@@ -189,8 +195,8 @@ ShardTokens = _opt(int, "--shard-tokens", panel="Tokens", help="With --tokenize:
                                                                "100000000.")
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others), "
                                                      "even if its arguments differ.")]
-Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every listed file against the "
-                                                       "manifest.")]
+Verify = Annotated[bool, typer.Option("--verify", help="Only check --out (default data/fwe_bootstrap): re-hash every "
+                                                       "listed file against the manifest.")]
 
 
 @fwe_command(with_loader_options=False)
@@ -219,8 +225,10 @@ def bootstrap(
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
+    if out is None:
+        out = DEFAULT_OUT
     if not out:
-        raise typer.BadParameter("--out is required (a directory, or a path ending in .jsonl)", param_hint="--out")
+        raise typer.BadParameter("--out must name a directory or a path ending in .jsonl", param_hint="--out")
     if verify:
         _verify(out, json_out)
         return

@@ -10,6 +10,7 @@ import hashlib
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import orjson
 
@@ -111,7 +112,8 @@ def test_preflight_refuses_before_writing_anything(tmp_path):
 
 def test_bad_flags_exit_2(tmp_path):
     """Missing or bad values are usage errors (exit 2) with a message naming the flag."""
-    assert cli("--gb", "1", tmp=tmp_path).exit_code == 2
+    nothing = cli(tmp=tmp_path)
+    assert nothing.exit_code == 2 and "--gb" in nothing.stderr
     no_gb = cli("--out", str(tmp_path / "o"), tmp=tmp_path)
     assert no_gb.exit_code == 2 and "--gb" in no_gb.stderr
     negative = cli("--gb", "-1", "--out", str(tmp_path / "o"), "--source", "synthetic", tmp=tmp_path)
@@ -246,6 +248,40 @@ def test_bootstrap_registered_in_top_level_help():
     assert "bootstrap" in invoke("--help").stdout
 
 
+def test_without_out_it_writes_data_fwe_bootstrap_under_the_current_directory(tmp_path, monkeypatch):
+    """`fwe bootstrap --gb N` (the card's command, no --out) stages into ./data/fwe_bootstrap, says so with the
+    absolute path in its summary and --json result, and `fwe bootstrap --verify` without --out checks that same
+    directory."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("--source", "synthetic", "--gb", "0.001", "--json", tmp=tmp_path)
+    assert result.exit_code == 0, result.stderr
+    default = Path.cwd() / "data" / "fwe_bootstrap"  # cwd as the process sees it (symlinks resolved)
+    manifest = manifest_of(default)
+    assert manifest["complete"] is True and (default / manifest["files"][0]["name"]).is_file()
+    assert orjson.loads(result.stdout)["output"] == str(default)
+    flat = "".join(result.stderr.split())
+    assert str(default) in flat and f"--local-path{default}" in flat
+    verified = cli("--verify", "--json", tmp=tmp_path)
+    assert verified.exit_code == 0, verified.stderr
+    assert orjson.loads(verified.stdout)["output"] == str(default)
+
+
+def test_verify_without_out_and_without_a_bootstrap_names_the_default(tmp_path, monkeypatch):
+    """`fwe bootstrap --verify` with no --out and nothing staged fails as a missing manifest (exit 8) naming
+    data/fwe_bootstrap, so the user sees which directory was checked."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("--verify", tmp=tmp_path)
+    assert result.exit_code == 8
+    assert str(Path.cwd() / "data" / "fwe_bootstrap") in "".join(result.stderr.split())
+
+
+def test_help_names_the_default_output():
+    """`fwe bootstrap --help` says where the data goes without --out: "Default data/fwe_bootstrap"."""
+    result = invoke("bootstrap", "--help", env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "Default data/fwe_bootstrap" in " ".join(result.stdout.split())
+
+
 
 def test_paths_with_brackets_print_as_typed(tmp_path):
     """An --out path holding rich markup (`[red]x[/]`, `[torch]`) shows up verbatim in the summary and in --verify's
@@ -261,7 +297,7 @@ def test_paths_with_brackets_print_as_typed(tmp_path):
     part.write_bytes(bytes(data))
     bad = cli("--verify", "--out", str(out), tmp=tmp_path)
     assert bad.exit_code == 1
-    assert "".join(f"bad: part-00001.jsonl: sha256 differs from the manifest".split()) in "".join(bad.stderr.split())
+    assert "".join("bad: part-00001.jsonl: sha256 differs from the manifest".split()) in "".join(bad.stderr.split())
     assert "".join(str(out / "manifest.json").split()) in "".join(bad.stderr.split())
 
 
