@@ -17,6 +17,19 @@ class ConfigError(FweError, ValueError):
     """A setting has a bad value (flag, environment variable or config field). Exit code: usage."""
 
 
+class SettingError(ConfigError):
+    """A bad choice or combination of config settings, whose message names each setting through a function:
+    `describe(name)` with `name(field)` giving how to call it. Raised, it names the fields; `resolve_config`
+    re-raises it naming what the user typed (the flag, or the NSA_FWE_* variable) via `naming`."""
+
+    def __init__(self, describe):
+        self.describe = describe
+        super().__init__(describe(lambda field: field))
+
+    def naming(self, name) -> ConfigError:
+        return ConfigError(self.describe(name))
+
+
 class SourceError(FweError):
     """A document source could not be opened or read (missing file, bad record in strict mode, Hub error)."""
 

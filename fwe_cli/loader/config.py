@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fwe_cli.errors import ConfigError
+from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import LIMITS, check_limit
+from fwe_cli.loader.shard import Shard
 
 SOURCES = ("hub", "local", "synthetic")
 TOKENIZER_BACKENDS = ("auto", "tokenizers", "tiktoken")
@@ -37,29 +38,6 @@ SHARD_FROM = ("flags", *RANK_VARS, "default")
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Document-level shard: document i of the stream belongs to this shard when i % mod == rem."""
-
-    mod: int = 1
-    """How many shards the stream is split into (world size of the data-parallel group)."""
-    rem: int = 0
-    """Which of them this is, 0 <= rem < mod (the data-parallel rank)."""
-
-    def __post_init__(self) -> None:
-        check_limit("shard_mod", self.mod, "shard mod")
-        if not isinstance(self.rem, int) or not 0 <= self.rem < self.mod:
-            raise ConfigError(f"shard rem must be an integer in [0, {self.mod}), got {self.rem!r}")
-
-    def owns(self, index: int) -> bool:
-        """Whether document `index` of the whole stream (every shard counted) belongs to this shard."""
-        return index % self.mod == self.rem
-
-    def first_owned(self, start: int) -> int:
-        """The first index >= `start` this shard owns; the next ones follow every `mod` indices."""
-        return start + (self.rem - start) % self.mod
 
 
 @dataclass(frozen=True)
@@ -153,17 +131,17 @@ class LoaderConfig:
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
         if self.hub_reader not in HUB_READERS:
-            raise ConfigError(f"hub_reader must be one of {', '.join(HUB_READERS)}; got {self.hub_reader!r}")
+            raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
+                                         f"got {self.hub_reader!r}")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
-            raise ConfigError(f"tokenizer_backend must be one of {', '.join(TOKENIZER_BACKENDS)}; "
-                              f"got {self.tokenizer_backend!r}")
+            raise SettingError(lambda n: f"{n('tokenizer_backend')} must be one of {', '.join(TOKENIZER_BACKENDS)}; "
+                                         f"got {self.tokenizer_backend!r}")
         if not self.tokenizer or not isinstance(self.tokenizer, str):
-            raise ConfigError(f"tokenizer must be 'byte', a tokenizer.json path or a Hub id, got {self.tokenizer!r}")
+            raise SettingError(lambda n: f"{n('tokenizer')} must be 'byte', a tokenizer.json path or a Hub id, "
+                                         f"got {self.tokenizer!r}")
         if self.warmup_batches > self.queue_depth and self.prefetch:
-            raise ConfigError(
-                f"warmup_batches={self.warmup_batches} cannot exceed queue_depth={self.queue_depth}: "
-                "the queue could never hold that many"
-            )
+            raise SettingError(lambda n: f"{n('warmup_batches')}={self.warmup_batches} cannot exceed "
+                                         f"{n('queue_depth')}={self.queue_depth}: the queue could never hold that many")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able view, keys named as the fields (shard as {mod, rem})."""
@@ -188,11 +166,11 @@ def check_source_settings(source: str, local_path: str | None, bad_records: str,
     if not isinstance(shard, Shard):
         raise ConfigError(f"shard must be a Shard(mod, rem), got {shard!r}")
     if source not in SOURCES:
-        raise ConfigError(f"source must be one of {', '.join(SOURCES)}; got {source!r}")
+        raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(SOURCES)}; got {source!r}")
     if source == "local" and not local_path:
         raise ConfigError("source 'local' needs local_path (--local-path), got none")
     if bad_records not in BAD_RECORD_POLICIES:
-        raise ConfigError(f"bad_records must be 'skip' or 'error', got {bad_records!r}")
+        raise SettingError(lambda n: f"{n('bad_records')} must be 'skip' or 'error', got {bad_records!r}")
 
 
 NUMERIC_FIELDS = tuple(name for name in LoaderConfig.__dataclass_fields__ if name in LIMITS)
@@ -236,10 +214,13 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
     flag_names = flag_names or {}
     defaults = LoaderConfig.__dataclass_fields__
     values: dict[str, Any] = {}
+    typed = {name: flag_names.get(name, name) for name in flags}  # setting -> how the user set it, for SettingError
     for var, name in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
             values[name] = _parse_env(var, raw, name)
+            if flags.get(name) is None:
+                typed[name] = var
     for name, value in flags.items():
         if name in LIMITS and value is not None:
             check_limit(name, value, flag_names.get(name))
@@ -250,6 +231,14 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")
         if value is not None:
             values[name] = value
+    try:
+        return _build(values, env, shard_mod, shard_rem)
+    except SettingError as exc:
+        raise exc.naming(lambda field: typed.get(field, field)) from None
+
+
+def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None, shard_rem: int | None):
+    """The tail of `resolve_config`: shard (flags, else a launcher's variables), implied source and tokenizer."""
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_from"] = "flags"

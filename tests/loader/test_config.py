@@ -214,3 +214,23 @@ def test_cli_bad_launcher_variable_is_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "WORLD_SIZE='0'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize("flags, env, message", [
+    ({"warmup_batches": 4, "queue_depth": 1}, {}, "--warmup-batches=4 cannot exceed --q=1"),
+    ({}, {"NSA_FWE_WARMUP_BATCHES": "4", "NSA_FWE_Q": "2"}, "NSA_FWE_WARMUP_BATCHES=4 cannot exceed NSA_FWE_Q=2"),
+    ({"queue_depth": 2}, {"NSA_FWE_WARMUP_BATCHES": "4", "NSA_FWE_Q": "16"}, "NSA_FWE_WARMUP_BATCHES=4 cannot exceed --q=2"),
+    ({"shard_mod": 2, "shard_rem": 5}, {}, "--shard-rem must be an integer from 0 to 1 (one of --shard-mod 2 shards), got 5"),
+    ({"source": "disk"}, {}, "--source must be one of hub, local, synthetic; got 'disk'"),
+    ({"hub_reader": "x"}, {}, "--hub-reader must be one of native, datasets; got 'x'"),
+    ({"tokenizer_backend": "x"}, {}, "--tokenizer-backend must be one of auto, tokenizers, tiktoken; got 'x'"),
+    ({"bad_records": "x"}, {}, "--bad-records must be 'skip' or 'error', got 'x'"),
+])
+def test_choice_and_combination_errors_name_what_the_user_typed(flags, env, message):
+    """A bad choice or combination names each setting as the user set it (the flag, or the NSA_FWE_* variable when
+    no flag overrides it) with the value, never the internal field name."""
+    from fwe_cli.cli.options import FLAG_NAMES
+
+    with pytest.raises(ConfigError) as info:
+        resolve_config(env=env, flag_names=FLAG_NAMES, **flags)
+    assert str(info.value).startswith(message)

@@ -187,7 +187,7 @@ def test_config_rejects_unknown_backend():
 def test_cli_flag_and_exit_code(tmp_path, gpt2_tokenizer_json, synthetic_jsonl):
     """--tokenizer-backend is a loader flag: a bad value exits 2; 'tiktoken' runs and the JSON names the backend."""
     bad = invoke("smoke", "--source", "synthetic", "--tokenizer-backend", "fast", "--artifacts-dir", str(tmp_path))
-    assert bad.exit_code == 2 and "tokenizer_backend" in bad.stderr
+    assert bad.exit_code == 2 and "--tokenizer-backend" in bad.stderr
     ok = invoke("smoke", "--local-path", str(synthetic_jsonl), "--tokenizer", gpt2_tokenizer_json,
                 "--tokenizer-backend", "tiktoken", "--json", "--artifacts-dir", str(tmp_path))
     assert ok.exit_code == 0, ok.stderr
