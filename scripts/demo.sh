@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q -e .
-.venv/bin/fwe measure --cold --warm --source synthetic --tokenizer byte --seq-len 1024 --batch 8 --steps 200
+.venv/bin/fwe measure --cold --warm --source synthetic --tokenizer byte --seq-len 1024 --batch 8
 .venv/bin/fwe smoke --source synthetic --tokenizer byte --timeout 60 --seq-len 1024 --batch 8 --json

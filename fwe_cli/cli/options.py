@@ -118,7 +118,7 @@ ArtifactsDir = Annotated[Path, typer.Option("--artifacts-dir", help="Where artif
 # The knobs of a measured run (fwe_cli.measure.plan.RunPlan), shared by `fwe measure` and `fwe tune`; each command
 # keeps its own default in its signature.
 Steps = Annotated[int, typer.Option(min=1, help="Steady-state steps measured per run, after its first batch.")]
-StepMs = Annotated[float, typer.Option(min=0, help="Simulated compute per step (ms); 0 = loader-bound (raw loader throughput).")]
+StepMs = Annotated[float, typer.Option(min=0, help="Simulated training step (ms) after each batch; stall is measured against it. Default 100 (about one step of a GPT-2-small-sized model at batch 8 x 1024 on one GPU): give your training log's step time. 0 = the loader alone (raw tokens/s, no stall figure).")]
 Repeats = Annotated[int, typer.Option(min=1, help="Repetitions: of the cold/warm sequence (measure, each with a fresh cache) or of every setting's trial (tune, interleaved round by round).")]
 Targets = Annotated[Optional[str], typer.Option(help="KPI targets NAME=VALUE, comma list: cold_first_batch_s=10,warm_first_batch_s=5,fetch_p95_ms=100 (the defaults); tune's pick must meet fetch_p95_ms.")]
 Timeout = Annotated[float, typer.Option(help="Loader timeout per batch inside a run, s (first batch included).")]

@@ -12,18 +12,25 @@ from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
+from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
-from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
+from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.loader.config import ENV_VARS, resolve_config
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.errors import ConfigError
-from fwe_cli.measure.plan import parse_targets
+from fwe_cli.errors import ConfigError, SettingError
+from fwe_cli.measure.plan import DEFAULT_STEP_MS, parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 
 HELP = "\n\n".join([
     "Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.",
-    "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`. Trials are "
+    "The default objective is the stall fraction against a simulated training step of --step-ms (default 100 ms: "
+    "about one step of a GPT-2-small-sized model at batch 8 x 1024 on one GPU; give your training log's step time)."
+    " When every setting keeps up with that step the report says so: any serves, and the cheapest is picked. "
+    "--objective tokens_per_s ranks the loader's own throughput instead (measured with no step time).",
+    "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`, lasting at least "
+    "--steps steps and --trial-s seconds (default 3 s: long enough for a fast loader's figures to settle; the "
+    "default sweep of 25 settings x 3 repeats takes about 5 minutes). Trials are "
     "interleaved round by round (A B C, A B C, ...) --repeats times, so drift hits every setting alike; each "
     "setting reports the median and spread of its repeats. The pick maximises --objective among settings whose "
     "median fetch p95 is under target (--targets fetch_p95_ms=..., default 100); settings within noise of the "
@@ -41,9 +48,11 @@ HELP = "\n\n".join([
     " trial, and each trial's run folder. Test hook (for fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc "
     "batch>:<ms> slows every tokenize call of that doc batch value inside the measured process.",
     "Examples:",
-    "  fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60",
-    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8 --budget-s 900",
-    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --objective stall --step-ms 150 --threads-grid 2,4,8",
+    "  fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --trial-s 2 --budget-s 60",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8 --step-ms 150",
+    "  fwe tune --local-path /data/fwe_bootstrap --tokenizer gpt2 --objective tokens_per_s --threads-grid 2,4,8",
+    "On a terminal a table fills trial by trial with an ETA; on a pipe only the final report is printed, and with "
+    "--json stderr carries only warnings and errors.",
 ])
 EPILOG = TUNE_EXIT_CODES_HELP
 CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
@@ -159,7 +168,12 @@ def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_fla
     config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
                             tokenizer_threads=threads[0] if threads else pinned_threads, flag_names=FLAG_NAMES,
                             **loader_flags)
-    trial_configs(config, plan)
+    grid_flags = {"doc_batch": "--doc-batch-grid entry", "queue_depth": "--q-grid entry",
+                  "tokenizer_threads": "--threads-grid entry"}
+    try:
+        trial_configs(config, plan)
+    except SettingError as exc:  # named as the user typed it: a grid entry, else the flag
+        raise exc.naming(lambda field: grid_flags.get(field) or FLAG_NAMES.get(field, field)) from None
     swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
     overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
     if overridden:
@@ -168,15 +182,31 @@ def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_fla
     return config
 
 
+LIVE_COLUMNS = ["round", "result", "p95"]
+
+
+def _live_row(objective: str):
+    """How a finished trial fills the live table's columns after its setting."""
+    def row(trial: dict) -> list[str]:
+        return [str(trial["repeat"] + 1), format_value(trial.get(OBJECTIVES[objective].metric), OBJECTIVES[objective]),
+                fmt_ms(trial.get("fetch_p95_ms"))]
+
+    return row
+
+
+def _warn_test_hooks(summary: dict) -> None:
+    if summary["test_hooks"]:
+        console.print(f"[yellow]warning:[/] [bold yellow]TEST HOOK ACTIVE[/] {escape(str(summary['test_hooks']))}: these numbers are not "
+                      "this node's")
+
+
 def _report(summary: dict) -> None:
     """Heatmaps, legend, ranking and the recommendation, on stderr."""
     for table in _heatmaps(summary):
         console.print(table)
     console.print(LEGEND, soft_wrap=True)
     console.print(_ranking(summary))
-    if summary["test_hooks"]:
-        console.print(f"[bold yellow]TEST HOOK ACTIVE[/] {escape(str(summary['test_hooks']))}: these numbers are not "
-                      "this node's")
+    _warn_test_hooks(summary)
     rec = summary["recommendation"]
     if rec:
         colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
@@ -191,11 +221,12 @@ def tune(
     doc_batch_grid: Annotated[Optional[str], typer.Option("--doc-batch-grid", help="Doc batch values to sweep, comma list (NSA_FWE_DOC_BATCH). Default 16,32,64,128,256.")] = None,
     q_grid: Annotated[Optional[str], typer.Option("--q-grid", help="Queue depths to sweep, comma list (NSA_FWE_Q). Default 1,2,4,8,16.")] = None,
     threads_grid: Annotated[Optional[str], typer.Option("--threads-grid", help="Tokenizer thread counts to sweep, comma list, 0 = per core (NSA_FWE_TOKENIZER_THREADS). Default: not swept.")] = None,
-    steps: Steps = 200,
-    step_ms: StepMs = 0.0,
+    steps: Steps = 20,
+    step_ms: Annotated[Optional[float], typer.Option(min=0, help="Simulated training step (ms) after each batch, what the stall objective is measured against. Default 100 with --objective stall; tokens_per_s measures with none (0).")] = None,
+    trial_s: Annotated[float, typer.Option(min=0, help="Seconds of steady state per trial, at least (with at least --steps steps).")] = 3.0,
     repeats: Repeats = 3,
     budget_s: Annotated[float, typer.Option(help="Hard wall-clock limit for the whole sweep, s; running out = partial, exit 6.")] = 900.0,
-    objective: Annotated[str, typer.Option(help="tokens_per_s (maximise) | stall (minimise stall fraction; needs --step-ms).")] = "tokens_per_s",
+    objective: Annotated[str, typer.Option(help="stall (minimise the stall fraction at --step-ms) | tokens_per_s (maximise the loader's own throughput).")] = "stall",
     targets: Targets = None,
     timeout: Timeout = 60.0,
     run_timeout: RunTimeout = 120.0,
@@ -208,13 +239,18 @@ def tune(
 
     refuse_heartbeat_dir(loader_flags, "tune")
     pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
-    plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, repeats=repeats,
+    if step_ms is None:  # each objective's own default: stall against a training step, tokens/s with none
+        step_ms = 0.0 if objective == "tokens_per_s" else DEFAULT_STEP_MS
+    plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, trial_s=trial_s, repeats=repeats,
                  budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
     config = _base_config(plan, pinned["tokenizer_threads"], timeout, loader_flags)
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "tune", utc_stamp()))
-    console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
-                  f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
-    summary = run_tune(config, plan, out_dir, progress=lambda message: console.print(f"[dim]{escape(message)}[/]"))
+    if not json_out:
+        console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
+                      f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
+    with LiveRuns("fwe tune — trials", ["setting", *LIVE_COLUMNS], _live_row(plan.objective), json_out,
+                  budget_s=budget_s) as live:
+        summary = run_tune(config, plan, out_dir, on_run=live.on_run)
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     rec = summary["recommendation"]
     summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
@@ -228,9 +264,11 @@ def tune(
         error, code = {"type": "Partial", "message": summary["budget"]["stopped"], "stage": None}, EXIT_PARTIAL
     summary.update(ok=code == 0, exit_code=code, error=error)  # summary.json is the --json object
     write_json(summary["artifact"], summary)
-    _report(summary)
-    if json_out:
+    if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(summary)
+        _warn_test_hooks(summary)
+    else:
+        _report(summary)
     if code == EXIT_LOADER:
         console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
                       f"{escape(first)}", soft_wrap=True)

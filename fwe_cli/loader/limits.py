@@ -67,6 +67,7 @@ LIMITS: dict[str, Limit] = {
     "repeats": Limit(1, 10_000),
     "step_ms": Limit(0, MAX_TIMEOUT_S * 1000, integer=False),
     "run_timeout": _TIMEOUT,
+    "trial_s": Limit(0, MAX_TIMEOUT_S, integer=False),
     "budget_s": Limit(0, 7 * MAX_TIMEOUT_S, integer=False, low_open=True),
     # fwe bootstrap: sizes (GB, MB as typed; bytes once converted) and parallelism
     "gb": Limit(0, 1e6, integer=False, low_open=True),
@@ -81,6 +82,7 @@ LIMITS: dict[str, Limit] = {
     "cold_first_batch_s": _TIMEOUT,
     "warm_first_batch_s": _TIMEOUT,
     "fetch_p95_ms": Limit(0, MAX_TIMEOUT_S * 1000, integer=False, low_open=True),
+    # the regression gate's bound, % worse than --baseline (fwe_cli.measure.regression); 0 would fail on noise alone
 }
 
 

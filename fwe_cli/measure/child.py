@@ -2,7 +2,7 @@
 
 The parent starts `python -c "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)" SPEC`,
 so interpreter start, imports, tokenizer load and the Hub handshake all fall inside the measurement. SPEC is a
-JSON file: {"config": LoaderConfig.to_dict(), "steps", "step_ms", "spawn_wall", "result_path"}. The result (JSON)
+JSON file: {"config": LoaderConfig.to_dict(), "steps", "step_ms", "trial_s", "spawn_wall", "result_path"}. The result (JSON)
 goes to result_path; the exit code is 0 even when the loader failed (the error is in the result).
 
 First-batch phases are consecutive differences of milestones, so they add up to first_batch_s exactly:
@@ -59,7 +59,10 @@ def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
     return record
 
 
-def _steady(loader, steps: int, step_ms: float) -> dict:
+def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
+    """Pull `steps` batches (more until `min_s` seconds have passed), sleeping `step_ms` after each as a training
+    step would compute. The stall fraction (time blocked in next() over the wall time) exists only against a step
+    time: with step_ms 0 every wait would count as a stall, so it is None then."""
     import numpy as np
     import psutil
 
@@ -70,7 +73,7 @@ def _steady(loader, steps: int, step_ms: float) -> dict:
     blocked, fills = [], []
     docs0, cpu0, t0 = loader.pipeline.docs, proc.cpu_times(), time.perf_counter()
     pulled = 0
-    for _ in range(steps):
+    while len(blocked) < steps or time.perf_counter() - t0 < min_s:
         fills.append(loader._prefetcher.qsize() if loader._prefetcher is not None else 0)
         s = time.perf_counter()
         try:
@@ -87,7 +90,7 @@ def _steady(loader, steps: int, step_ms: float) -> dict:
     return {
         "steps": len(blocked), "wall_s": round(wall, 6),
         "fetch_p50_ms": lat["p50"], "fetch_p95_ms": lat["p95"], "fetch_p99_ms": lat["p99"], "fetch_max_ms": lat["max"],
-        "stall_fraction": round(sum(blocked) / wall, 6) if wall else None,
+        "stall_fraction": round(sum(blocked) / wall, 6) if wall and step_ms else None,
         "tokens_per_s": round(pulled / wall, 1) if wall else None,
         "docs_per_s": round((loader.pipeline.docs - docs0) / wall, 2) if wall else None,
         "mean_queue_fill": round(float(np.mean(fills)), 3) if fills else None,
@@ -166,7 +169,7 @@ def main(t0_wall: float) -> None:
         result["requests_by_phase"] = (
             {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
             if counting else None)
-        result["steady"] = _steady(loader, spec["steps"], spec["step_ms"])
+        result["steady"] = _steady(loader, spec["steps"], spec["step_ms"], spec.get("trial_s", 0.0))
     except FweError as exc:
         result["error"] = error_record(exc)
     finally:

@@ -30,7 +30,7 @@ from fwe_cli.errors import ConfigError, FweError, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.sources.local import resolve_files
 from fwe_cli.measure.child import PARENT_PID_VAR
-from fwe_cli.measure.plan import RunPlan
+from fwe_cli.measure.plan import RunEvent, RunPlan
 
 STOP_GRACE_S = 5.0
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)"
@@ -138,7 +138,7 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
     child_env["PYTHONPATH"] = package_root + os.pathsep + child_env.get("PYTHONPATH", "")
     record: dict = {"kind": kind, "run_dir": run_dir, "heartbeat": os.path.join(run_dir, f"heartbeat_rank{config.rank}.jsonl")}
     spawn_wall = time.time()
-    spec = orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms,
+    spec = orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms, "trial_s": plan.trial_s,
                          "spawn_wall": spawn_wall, "result_path": result_path})
     write_output(spec_path, spec)  # OutputError (one line, exit 8) when the artifacts folder stops taking files
     child_env[PARENT_PID_VAR] = str(os.getpid())  # the child dies with this process (see child.die_with_parent)
@@ -184,22 +184,27 @@ def verdict(runs: list[dict], targets: dict[str, float]) -> dict:
 
 
 def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
-                progress: Callable[[str], None] = lambda message: None) -> dict:
-    """Run the plan; write each run's files under out_dir; return the summary (not yet written)."""
+                on_run: Callable[[RunEvent], None] = lambda event: None) -> dict:
+    """Run the plan; write each run's files under out_dir; return the summary (not yet written). `on_run` hears
+    each run start and end (live progress)."""
     started = utc_iso()
+    t0 = time.monotonic()
     runs: list[dict] = []
+    sequence = (["cold"] if plan.cold else ["prime"]) + (["warm"] if plan.warm else [])
+    total = plan.repeats * len(sequence)
     for repeat in range(plan.repeats):
         cache_root = tempfile.mkdtemp(prefix="fwe-hf-cache-")
         env = fresh_cache_env(cache_root)
         try:
-            sequence = (["cold"] if plan.cold else ["prime"]) + (["warm"] if plan.warm else [])
             for kind in sequence:
                 page_cache = drop_page_cache(config) if kind != "warm" else {"done": None, "detail": "kept warm"}
-                progress(f"repeat {repeat + 1}/{plan.repeats}: {kind} run")
-                run_dir = os.path.join(out_dir, f"run{len(runs):02d}-{kind}")
+                index = len(runs)
+                on_run(RunEvent("start", index, total, kind, elapsed_s=time.monotonic() - t0))
+                run_dir = os.path.join(out_dir, f"run{index:02d}-{kind}")
                 record = spawn_run(config, kind, run_dir, plan, env)
                 record.update(repeat=repeat, page_cache_dropped=page_cache, hf_cache="fresh" if kind != "warm" else "reused")
                 runs.append(record)
+                on_run(RunEvent("done", index, total, kind, record, elapsed_s=time.monotonic() - t0))
         finally:
             shutil.rmtree(cache_root, ignore_errors=True)
     return {

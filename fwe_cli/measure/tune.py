@@ -5,7 +5,7 @@ state over `steps` steps — with one setting. Trials run round by round (A B C,
 node hits every setting alike, and a sweep cut short by its budget still covers every setting once it has
 finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`. Run it as `fwe tune` (fwe_cli/cli/tune_cmd.py):
 
-    fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --steps 50 --budget-s 60
+    fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --trial-s 2 --budget-s 60
 
 Budget: a trial starts only while the elapsed time plus the median duration of the trials so far fits in
 budget_s (the first trial always starts); a trial that is running when the budget ends is finished, never
@@ -26,7 +26,7 @@ from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.measure.child import TEST_HOOK_VARS
 from fwe_cli.measure.phase0 import spawn_run
-from fwe_cli.measure.plan import RunPlan
+from fwe_cli.measure.plan import RunEvent, RunPlan
 from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
 
 DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
@@ -62,6 +62,12 @@ def _check_grid(name: str, grid, field: str) -> None:
 class TunePlan(RunPlan):
     """What `fwe tune` sweeps and how carefully (steps, step_ms, targets: as for every measured run)."""
 
+    steps: int = 20
+    """Steady-state steps per trial, at least (a trial also lasts at least trial_s)."""
+    trial_s: float = 3.0
+    """Seconds of steady state per trial, at least: at the default 100 ms step that is 30 steps; loader-bound
+    (--objective tokens_per_s) it is thousands of batches, where 200 steps of a fast loader were over in ~0.1 s
+    and noise decided the ranking."""
     repeats: int = 3
     """Trials per setting, interleaved round by round."""
     run_timeout: float = 120.0
@@ -74,8 +80,9 @@ class TunePlan(RunPlan):
     """Tokenizer thread counts (NSA_FWE_TOKENIZER_THREADS, 0 = per core) to try; None keeps the config's value."""
     budget_s: float = 900.0
     """Wall-clock limit for the whole sweep, seconds."""
-    objective: str = "tokens_per_s"
-    """'tokens_per_s' (maximise steady-state throughput) or 'stall' (minimise stall fraction; needs step_ms)."""
+    objective: str = "stall"
+    """'stall' (minimise the stall fraction at step_ms, the training step) or 'tokens_per_s' (maximise the loader's
+    own throughput, measured with step_ms 0)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -88,6 +95,9 @@ class TunePlan(RunPlan):
         if self.objective == "stall" and self.step_ms == 0:
             raise ConfigError("objective 'stall' needs --step-ms > 0: with no compute per step every setting "
                               "stalls ~100 % of the time; give your real step time")
+        if self.objective == "tokens_per_s" and self.step_ms:
+            raise ConfigError(f"objective 'tokens_per_s' ranks the loader's own throughput, measured with no step "
+                              f"time, but --step-ms is {self.step_ms:g}: drop --step-ms, or use --objective stall")
         check_limit("budget_s", self.budget_s, "--budget-s")
 
     def settings(self) -> list[dict]:
@@ -106,9 +116,10 @@ def trial_configs(base: LoaderConfig, plan: TunePlan) -> dict[str, LoaderConfig]
     return {setting_label(s): base.replace(**s) for s in plan.settings()}
 
 
-def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callable[[str], None] = lambda m: None,
+def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[[RunEvent], None] = lambda e: None,
              clock: Callable[[], float] = time.monotonic) -> dict:
-    """Run the sweep within plan.budget_s; write each trial's files under out_dir; return the summary (unwritten)."""
+    """Run the sweep within plan.budget_s; write each trial's files under out_dir; return the summary (unwritten).
+    `on_run` hears each trial start and end (live progress)."""
     objective = OBJECTIVES[plan.objective]
     order = plan.trial_order()
     configs = trial_configs(base, plan)
@@ -126,18 +137,17 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, progress: Callabl
         label = setting_label(setting)
         run_dir = os.path.join(out_dir, f"trial{index:03d}-r{repeat}-" + label.replace("=", "").replace(" ", "-"))
         begin = clock()
+        on_run(RunEvent("start", index, len(order), label, elapsed_s=begin - t0))
         record = spawn_run(configs[label], "trial", run_dir, plan)
         duration = clock() - begin
         trials.append({"index": index, "repeat": repeat, "setting": setting, "started_s": round(begin - t0, 3),
                        "duration_s": round(duration, 3), **record})
-        result = ("FAILED: " + record["error"]["message"][:80] if record.get("error")
-                  else format_value(record.get(objective.metric), objective))
-        progress(f"trial {index + 1}/{len(order)} (round {repeat + 1}/{plan.repeats}) {label}: {result} "
-                 f"[{clock() - t0:.0f}/{plan.budget_s:g} s]")
+        on_run(RunEvent("done", index, len(order), label, trials[-1], elapsed_s=clock() - t0))
     elapsed = clock() - t0
     target = plan.targets["fetch_p95_ms"]
     ranked = rank_settings(plan.settings(), trials, objective, target)
-    recommendation = recommend(ranked, objective, target, swept_threads=plan.threads is not None)
+    recommendation = recommend(ranked, objective, target, swept_threads=plan.threads is not None,
+                               step_ms=plan.step_ms)
     return {
         "recommendation": recommendation,
         "partial": len(trials) < len(order),

@@ -124,8 +124,10 @@ def within_noise(entry: dict, best: dict, objective: Objective) -> bool:
     return entry_best >= best_worst or _score(best, objective) - _score(entry, objective) < floor
 
 
-def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, swept_threads: bool) -> dict | None:
-    """Apply the rule to `rank_settings` output (marks `tied_with_best` in place); None when nothing ran ok."""
+def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, swept_threads: bool,
+              step_ms: float = 0.0) -> dict | None:
+    """Apply the rule to `rank_settings` output (marks `tied_with_best` in place); None when nothing ran ok.
+    `step_ms`: the simulated training step the stall objective was measured against (named in the reason)."""
     measured = [e for e in ranked if e["status"] == "ok"]
     feasible = [e for e in measured if e["feasible"]]
     pool = feasible or measured
@@ -151,9 +153,17 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
                "run again with more --repeats or a larger --budget-s")
     elif len(tied) > 1:
         confidence = "indistinguishable"
-        why = "" if len(tied) < len(pool) else (
-            f"no setting could be told apart from the best: the typical spread over repeats (±{typical}) is as large "
-            "as the differences — a busy node or too few --steps/--repeats; ")
+        keeps_up = objective.metric == "stall_fraction" and all(
+            e["max"] < objective.floor_abs for e in pool)
+        if len(tied) == len(pool) and keeps_up:
+            why = (f"every setting keeps up with a {step_ms:g} ms step (stall under "
+                   f"{100 * objective.floor_abs:g} % in every trial): the loader is not the bottleneck at this step "
+                   "time, so these settings cannot be told apart by stall and the cheapest serves; give your "
+                   "training step's time (--step-ms), or rank the loader's raw speed with --objective tokens_per_s; ")
+        else:
+            why = "" if len(tied) < len(pool) else (
+                f"no setting could be told apart from the best: the typical spread over repeats (±{typical}) is as "
+                "large as the differences — a busy node, or trials too short (--trial-s) or too few (--repeats); ")
         why += (f"{len(tied)} settings are statistically indistinguishable from the best "
                f"({setting_label(best['setting'])}, median {format_value(best['median'], objective)}): "
                "any of them serves; " + ("the best is also the one using least memory" if winner is best else

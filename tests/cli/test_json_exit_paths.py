@@ -134,8 +134,8 @@ def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tm
 
     real = phase0.run_measure
 
-    def failing(config, plan, out_dir, progress):
-        summary = real(config, plan, out_dir, progress)
+    def failing(config, plan, out_dir, on_run):
+        summary = real(config, plan, out_dir, on_run)
         summary["runs"][0]["error"] = {"type": "RunTimeout", "message": "run did not finish", "stage": None}
         return summary
 

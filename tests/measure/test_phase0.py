@@ -54,8 +54,8 @@ def test_cold_and_warm_local_runs_write_summary_with_phases(tmp_path, synthetic_
     assert orjson.loads(open(summary["artifact"], "rb").read()) == summary
     assert {c["target"] for c in summary["verdict"]["checks"]} == {"cold_first_batch_s", "warm_first_batch_s",
                                                                     "fetch_p95_ms"}
-    assert summary["plan"] == {"steps": 5, "step_ms": 0.0, "repeats": 1, "run_timeout": 300.0, "cold": True,
-                               "warm": True}
+    assert summary["plan"] == {"steps": 5, "step_ms": 100.0, "repeats": 1, "run_timeout": 300.0, "trial_s": 0.0,
+                               "cold": True, "warm": True}
     assert {"host", "versions", "fwe_version"} <= set(summary)
     heartbeat = open(cold["heartbeat"], "rb").read().splitlines()
     assert any(orjson.loads(line)["msg"] == "fineweb_loader_ready" for line in heartbeat)
@@ -75,18 +75,18 @@ class _FakeLoader:
         return np.zeros((2, 8), dtype=np.int32)
 
 
-@pytest.mark.parametrize("fetch_ms, step_ms, stall", [(10.0, 0.0, 1.0), (1.0, 25.0, round(1 / 26, 6))])
+@pytest.mark.parametrize("fetch_ms, step_ms, stall", [(10.0, 0.0, None), (1.0, 25.0, round(1 / 26, 6))])
 def test_stall_fraction_is_time_blocked_over_wall(monkeypatch, fetch_ms, step_ms, stall):
-    """Steady state on a fake clock: stall = time blocked in next() / wall, so a consumer with no compute is fully
-    loader-bound (1.0) and one whose step outlasts the fetch stalls only for the fetch's share; tokens/s and
-    docs/s divide by the same wall."""
+    """Steady state on a fake clock: stall = time blocked in next() / wall, so a step that outlasts the fetch
+    stalls only for the fetch's share; with no step time (the loader alone) there is no stall figure, since every
+    wait would count as one; tokens/s and docs/s divide by the same wall."""
     clock = {"t": 0.0}
     monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])
     monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__("t", clock["t"] + seconds))
     steady = child._steady(_FakeLoader(clock, fetch_ms), steps=10, step_ms=step_ms)
     wall = 10 * (fetch_ms + step_ms) / 1000.0
     assert steady["steps"] == 10 and steady["wall_s"] == pytest.approx(wall)
-    assert steady["stall_fraction"] == pytest.approx(stall)
+    assert steady["stall_fraction"] == (None if stall is None else pytest.approx(stall))
     assert steady["fetch_p50_ms"] == pytest.approx(fetch_ms) and steady["fetch_max_ms"] == pytest.approx(fetch_ms)
     assert steady["tokens_per_s"] == pytest.approx(10 * 16 / wall, rel=1e-3)
     assert steady["docs_per_s"] == pytest.approx(10 * 2 / wall, rel=1e-3)
@@ -168,3 +168,12 @@ def test_targets_override_only_named_entries():
     """--targets changes the named limits and keeps the defaults for the others."""
     assert parse_targets("fetch_p95_ms=80") == {"cold_first_batch_s": 10.0, "warm_first_batch_s": 5.0,
                                                 "fetch_p95_ms": 80.0}
+
+
+def test_steady_state_lasts_at_least_trial_s(monkeypatch):
+    """With min_s, steady state keeps pulling batches past `steps` until that much time has passed (on a fake
+    clock: 10 ms fetches, 2 steps asked, 1 s minimum -> 100 steps)."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])
+    steady = child._steady(_FakeLoader(clock, 10.0), steps=2, step_ms=0.0, min_s=1.0)
+    assert steady["steps"] == 100 and steady["wall_s"] == pytest.approx(1.0)
