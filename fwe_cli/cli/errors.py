@@ -19,7 +19,7 @@ EXIT_FAILED = 1  # the command ran but its checks or targets failed
 EXIT_USAGE = 2  # bad flag, variable or config value, or a bad input file (typer's usage errors use 2 as well)
 EXIT_TIMEOUT = 3  # no batch within the timeout
 EXIT_LOADER = 4  # the loader, source or tokenizer failed
-EXIT_KPI = 5  # measured, but a target was missed and --fail-on-kpi was given
+EXIT_KPI = 5  # measured, but a target was missed (--fail-on-kpi) or a metric regressed (--baseline)
 EXIT_PARTIAL = 6  # fwe tune: the budget ran out before every trial ran; the result covers only what was measured
 EXIT_DISK_SPACE = 7  # not enough free disk space (preflight) or the disk filled up while writing
 EXIT_OUTPUT = 8  # the output exists with different arguments, is damaged, or cannot be written
@@ -31,9 +31,16 @@ EXIT_CODES_HELP = (
     f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error; {EXIT_DISK_SPACE} disk full; "
     f"{EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted."
 )
+SMOKE_EXIT_CODES_HELP = (
+    f"Exit codes: {EXIT_OK} ok; {EXIT_FAILED} checks failed; {EXIT_USAGE} bad usage; "
+    f"{EXIT_TIMEOUT} timeout; {EXIT_LOADER} loader/source/tokenizer error; "
+    f"{EXIT_KPI} a metric regressed beyond --max-regression against --baseline; {EXIT_DISK_SPACE} disk full; "
+    f"{EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted."
+)
 MEASURE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} measured (targets missed without --fail-on-kpi are reported, not fatal); "
-    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi; "
+    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi, "
+    f"or a metric regressed beyond --max-regression against --baseline; "
     f"{EXIT_DISK_SPACE} disk full; {EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); "
     f"{EXIT_INTERRUPTED} interrupted."
 )

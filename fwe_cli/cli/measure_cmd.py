@@ -13,6 +13,7 @@ from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
+from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.measure.plan import DEFAULT_STEP_MS, parse_targets
@@ -110,6 +111,8 @@ def measure(
     repeats: Repeats = 1,
     targets: Targets = None,
     fail_on_kpi: Annotated[bool, typer.Option("--fail-on-kpi", help="Exit 5 when a target is missed (for CI).")] = False,
+    baseline: Baseline = None,
+    max_regression: MaxRegression = None,
     timeout: Timeout = 60.0,
     run_timeout: RunTimeout = 300.0,
     json_out: JsonFlag = False,
@@ -123,6 +126,7 @@ def measure(
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
+    gate = prepare_gate("measure", baseline, max_regression, config.to_dict(), plan.to_dict())  # before any run
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "measure", utc_stamp()))
     columns, row = _live_row(plan.step_ms)
     with LiveRuns("fwe measure — runs", ["run", *columns], row, json_out) as live:
@@ -137,6 +141,7 @@ def measure(
         error, code = {"type": "KpiMissed", "message": "a target was missed (--fail-on-kpi)", "stage": None}, EXIT_KPI
     # the outcome is part of the summary: summary.json is the --json object
     summary.update(artifact=os.path.join(out_dir, "summary.json"), ok=code == 0, exit_code=code, error=error)
+    code = gate_summary(summary, "measure", gate) or code  # --baseline: exit 5 on a regression of a good run
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(summary)
@@ -144,12 +149,13 @@ def measure(
         console.print(_runs_table(summary))
         console.print(_verdict_table(summary))
         console.print(f"artifacts: {escape(out_dir)}")
+    print_gate(summary, table=not json_out)  # the deltas; with --json only a regression's one line
     if failure:
         console.print(f"[bold red]error:[/] {failed} of {len(summary['runs'])} runs failed; first: {escape(failure)}",
                       soft_wrap=True)
-    elif code == EXIT_KPI:
+    elif error is not None:  # a regression's exit 5 is explained by print_gate's line
         console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
-    elif not summary["verdict"]["pass"]:
+    elif not summary["verdict"]["pass"] and not code:
         console.print("[yellow]warning:[/] KPI missed — exit 0 because --fail-on-kpi was not given")
     if code:
         raise typer.Exit(code)

@@ -12,9 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_CODES_HELP, EXIT_FAILED, exit_code_for, one_line
+from fwe_cli.cli.errors import EXIT_FAILED, SMOKE_EXIT_CODES_HELP, exit_code_for, one_line
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, finish, fmt_s, note_error, print_json
+from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate
 from fwe_cli.errors import ConfigError, HardTimeout, OutputError, os_error_line
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
@@ -28,8 +29,10 @@ Examples:
   fwe smoke --source synthetic --tokenizer byte --timeout 60 --json
 
   fwe smoke --local-path /data/fwe_bootstrap --tokenizer gpt2 --seq-len 2048 --batch 8
+
+  fwe smoke --source synthetic --tokenizer byte --baseline baseline/smoke.json --max-regression 20 --json
 """
-EPILOG = EXIT_CODES_HELP
+EPILOG = SMOKE_EXIT_CODES_HELP
 # The watchdog fires this long after the loader's own deadline: room for the loader to raise its timeout, close
 # (its joins are bounded), and for the command to write the artifact and print the result.
 WATCHDOG_GRACE_S = 2.0
@@ -146,6 +149,8 @@ def smoke(
     save_batches: Annotated[Optional[Path], typer.Option(help="Save pulled batches to this .npz (diff two nodes/runs); {rank} in it becomes the shard's rem (out_{rank}.npz under torchrun).")] = None,
     save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here ({rank} as in --save-batches).")] = None,
     resume_state: Annotated[Optional[Path], typer.Option(help="Start right after the batches of a state written by --save-state (same settings; {rank} as in --save-batches).")] = None,
+    baseline: Baseline = None,
+    max_regression: MaxRegression = None,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
@@ -154,6 +159,7 @@ def smoke(
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
+    gate = prepare_gate("smoke", baseline, max_regression, config.to_dict())  # a bad baseline fails before the run
     if save_batches is not None:
         save_batches = rank_path(save_batches, config.shard.rem)
     if save_state is not None:
@@ -181,13 +187,15 @@ def smoke(
         watchdog.cancel()
     code = exit_code_for(exc) if exc is not None else 0 if result["ok"] else EXIT_FAILED
     result.update(artifact=artifact, exit_code=code)  # the artifact is the --json object
+    code = gate_summary(result, "smoke", gate) or code  # a failed smoke keeps its own code
     write_json(artifact, result)
     _summary(result, artifact)
+    print_gate(result)
     if json_out:
         print_json(result)
     if exc is not None:
         console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
-    elif code:
+    elif code == EXIT_FAILED:
         failed = [check["name"] for check in result["checks"] if not check["ok"]]
         note_error({"type": "CheckFailed", "message": f"checks failed: {', '.join(failed) or 'no batch'}",
                     "stage": None})
