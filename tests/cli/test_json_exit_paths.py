@@ -41,7 +41,7 @@ USAGE = [
     (("measure", "--heartbeat-dir", "x"), "ConfigError"),
     (("tune", "--doc-batch-grid", "1,x"), "ConfigError"),
     (("tune", "--q-grid", "4", "--q", "4"), "ConfigError"),
-    (("bootstrap",), "BadParameter"),  # --out missing
+    (("bootstrap",), "BadParameter"),  # --gb missing
     (("bootstrap", "--out", "x", "--gb", "-1"), "ConfigError"),
     (("doctor", "--hub-timeout", "0"), "BadParameter"),
     (("nosuch",), "UsageError"),
