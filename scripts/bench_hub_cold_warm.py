@@ -44,7 +44,7 @@ def measure_once(endpoint: str, workdir: Path, name: str, steps: int) -> dict:
     env = dict(os.environ)
     env.update(client_env(endpoint, home, workdir / "violations.jsonl"))
     proc = subprocess.run([sys.executable, "-m", "fwe_cli", "measure", "--cold", "--warm", "--source", "hub",
-                           "--tokenizer", "gpt2", "--steps", str(steps), "--batch", "2", "--json",
+                           "--tokenizer", "gpt2", "--steps", str(steps), "--step-ms", "0", "--batch", "2", "--json",
                            "--artifacts-dir", str(workdir / f"artifacts_{name}")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     if proc.returncode != 0:

@@ -33,11 +33,11 @@ SLOW_DOC_BATCH, SLOW_MS = 16, 100
 def stall_ordering(work: str) -> dict:
     config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8, queue_depth=4)
     stall = {}
-    for step_ms in (0.0, 25.0):
+    for step_ms in (0.1, 25.0):  # a step far shorter than a batch takes to make, and one far longer
         summary = run_measure(config, MeasurePlan(cold=True, warm=False, steps=40, step_ms=step_ms),
                               os.path.join(work, f"stall-{step_ms:g}"))
         stall[step_ms] = summary["runs"][0]["stall_fraction"]
-    loader_bound, compute_bound = stall[0.0], stall[25.0]
+    loader_bound, compute_bound = stall[0.1], stall[25.0]
     holds = loader_bound > 0.5 and compute_bound < 0.5 * loader_bound and compute_bound < 0.2
     return {"loader_bound_stall": loader_bound, "compute_bound_stall": compute_bound, "holds": holds}
 
@@ -46,7 +46,8 @@ def planted_slow_setting(work: str) -> dict:
     os.environ["FWE_TEST_SLOW_DOC_BATCH"] = f"{SLOW_DOC_BATCH}:{SLOW_MS}"
     try:
         config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8)
-        plan = TunePlan(doc_batches=(SLOW_DOC_BATCH, 32), queue_depths=(1, 4), steps=20, repeats=2, budget_s=240)
+        plan = TunePlan(doc_batches=(SLOW_DOC_BATCH, 32), queue_depths=(1, 4), steps=20, repeats=2, budget_s=240,
+                        objective="tokens_per_s", step_ms=0.0, trial_s=1.0)
         summary = run_tune(config, plan, os.path.join(work, "tune"))
     finally:
         del os.environ["FWE_TEST_SLOW_DOC_BATCH"]
