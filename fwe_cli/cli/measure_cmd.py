@@ -2,7 +2,7 @@
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Callable
 
 import typer
 from rich.markup import escape
@@ -62,7 +62,7 @@ def _stall_cell(stall: float | None) -> str:
     return "—" if stall is None else f"{stall:.1%}"
 
 
-def _live_row(step_ms: float) -> list[str]:
+def _live_row(step_ms: float) -> tuple[list[str], Callable[[dict], list[str]]]:
     """Columns of the live table after the run's kind, and how a finished run fills them."""
     columns = ["first batch", "p95", _stall_header(step_ms), "tokens/s"]
 
@@ -153,7 +153,7 @@ def measure(
     if failure:
         console.print(f"[bold red]error:[/] {failed} of {len(summary['runs'])} runs failed; first: {escape(failure)}",
                       soft_wrap=True)
-    elif error is not None:  # a regression's exit 5 is explained by print_gate's line
+    elif error is not None:  # KpiMissed (--fail-on-kpi); a regression's exit 5 is explained by print_gate's line
         console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
     elif not summary["verdict"]["pass"] and not code:
         console.print("[yellow]warning:[/] KPI missed — exit 0 because --fail-on-kpi was not given")

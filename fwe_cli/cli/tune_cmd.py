@@ -2,7 +2,7 @@
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 from rich.color import Color
@@ -182,16 +182,13 @@ def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_fla
     return config
 
 
-LIVE_COLUMNS = ["round", "result", "p95"]
-
-
-def _live_row(objective: str):
-    """How a finished trial fills the live table's columns after its setting."""
+def _live_row(objective: str) -> tuple[list[str], Callable[[dict], list[str]]]:
+    """Columns of the live table after the trial's setting, and how a finished trial fills them."""
     def row(trial: dict) -> list[str]:
         return [str(trial["repeat"] + 1), format_value(trial.get(OBJECTIVES[objective].metric), OBJECTIVES[objective]),
                 fmt_ms(trial.get("fetch_p95_ms"))]
 
-    return row
+    return ["round", "result", "p95"], row
 
 
 def _warn_test_hooks(summary: dict) -> None:
@@ -248,8 +245,8 @@ def tune(
     if not json_out:
         console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
                       f"budget {budget_s:g} s, artifacts {escape(out_dir)}[/]")
-    with LiveRuns("fwe tune — trials", ["setting", *LIVE_COLUMNS], _live_row(plan.objective), json_out,
-                  budget_s=budget_s) as live:
+    columns, row = _live_row(plan.objective)
+    with LiveRuns("fwe tune — trials", ["setting", *columns], row, json_out, budget_s=budget_s) as live:
         summary = run_tune(config, plan, out_dir, on_run=live.on_run)
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     rec = summary["recommendation"]

@@ -169,7 +169,7 @@ def main(t0_wall: float) -> None:
         result["requests_by_phase"] = (
             {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
             if counting else None)
-        result["steady"] = _steady(loader, spec["steps"], spec["step_ms"], spec.get("trial_s", 0.0))
+        result["steady"] = _steady(loader, spec["steps"], spec["step_ms"], spec["trial_s"])
     except FweError as exc:
         result["error"] = error_record(exc)
     finally:

@@ -188,7 +188,6 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
     """Run the plan; write each run's files under out_dir; return the summary (not yet written). `on_run` hears
     each run start and end (live progress)."""
     started = utc_iso()
-    t0 = time.monotonic()
     runs: list[dict] = []
     sequence = (["cold"] if plan.cold else ["prime"]) + (["warm"] if plan.warm else [])
     total = plan.repeats * len(sequence)
@@ -199,12 +198,12 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
             for kind in sequence:
                 page_cache = drop_page_cache(config) if kind != "warm" else {"done": None, "detail": "kept warm"}
                 index = len(runs)
-                on_run(RunEvent("start", index, total, kind, elapsed_s=time.monotonic() - t0))
+                on_run(RunEvent("start", index, total, kind))
                 run_dir = os.path.join(out_dir, f"run{index:02d}-{kind}")
                 record = spawn_run(config, kind, run_dir, plan, env)
                 record.update(repeat=repeat, page_cache_dropped=page_cache, hf_cache="fresh" if kind != "warm" else "reused")
                 runs.append(record)
-                on_run(RunEvent("done", index, total, kind, record, elapsed_s=time.monotonic() - t0))
+                on_run(RunEvent("done", index, total, kind, record))
         finally:
             shutil.rmtree(cache_root, ignore_errors=True)
     return {

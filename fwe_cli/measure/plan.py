@@ -84,5 +84,3 @@ class RunEvent:
     """What the run is: 'cold', 'warm', 'prime', or a tune setting's label."""
     record: dict | None = None
     """The run's record (phase 'done'): the figures of `fwe_cli.measure.phase0.spawn_run`, error filled in."""
-    elapsed_s: float = 0.0
-    """Seconds since the plan started."""

@@ -137,12 +137,12 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         label = setting_label(setting)
         run_dir = os.path.join(out_dir, f"trial{index:03d}-r{repeat}-" + label.replace("=", "").replace(" ", "-"))
         begin = clock()
-        on_run(RunEvent("start", index, len(order), label, elapsed_s=begin - t0))
+        on_run(RunEvent("start", index, len(order), label))
         record = spawn_run(configs[label], "trial", run_dir, plan)
         duration = clock() - begin
         trials.append({"index": index, "repeat": repeat, "setting": setting, "started_s": round(begin - t0, 3),
                        "duration_s": round(duration, 3), **record})
-        on_run(RunEvent("done", index, len(order), label, trials[-1], elapsed_s=clock() - t0))
+        on_run(RunEvent("done", index, len(order), label, trials[-1]))
     elapsed = clock() - t0
     target = plan.targets["fetch_p95_ms"]
     ranked = rank_settings(plan.settings(), trials, objective, target)
