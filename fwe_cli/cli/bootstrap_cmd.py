@@ -195,7 +195,7 @@ ShardTokens = _opt(int, "--shard-tokens", panel="Tokens", help="With --tokenize:
                                                                "100000000.")
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others), "
                                                      "even if its arguments differ.")]
-Verify = Annotated[bool, typer.Option("--verify", help="Only check --out (default data/fwe_bootstrap): re-hash every "
+Verify = Annotated[bool, typer.Option("--verify", help=f"Only check --out (default {DEFAULT_OUT}): re-hash every "
                                                        "listed file against the manifest.")]
 
 

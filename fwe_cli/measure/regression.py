@@ -66,10 +66,11 @@ def _kind_of(record: dict) -> str | None:
 
 def _failure(record: dict, kind: str) -> str | None:
     """Why the run behind this artifact failed (None when its figures stand)."""
+    from fwe_cli.measure.phase0 import first_failure
+
     error = record.get("error")
     if isinstance(error, dict) and error.get("type") not in FIGURES_STAND:
-        first = (str(error.get("message") or "").strip().splitlines() or [""])[0]
-        return f"{error.get('type')}: {first}" if first else str(error.get("type"))
+        return first_failure([record])
     if kind == "smoke":
         failed = [str(c.get("name")) for c in record.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
         if failed or (record.get("ok") is False and not isinstance(error, dict)):
