@@ -17,14 +17,21 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
+def fwe_env(**extra: str) -> dict[str, str]:
+    """The environment of an `fwe` subprocess: this one without the users' NSA_FWE_* variables, this checkout first
+    on PYTHONPATH, then `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
 def run_fwe(*args: str, env: dict | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None):
     """Run `python -m fwe_cli ARGS` in a fresh interpreter; returns CompletedProcess (text).
 
     Only for behaviour that belongs to a process (signals, kill -9, exit under a hung thread, a fresh interpreter's
     imports); everything else goes through Typer's CliRunner in-process."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    full_env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
-    full_env.update(env or {})
+    full_env = fwe_env(**(env or {}))
     return subprocess.run([sys.executable, "-m", "fwe_cli", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd)
 

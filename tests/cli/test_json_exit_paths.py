@@ -4,7 +4,6 @@ none. In-process through CliRunner and in the `fwe` process itself (main(), os._
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import orjson
 import pytest
 
 from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
-from tests.helpers import REPO_ROOT, invoke, run_fwe
+from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
 from tests.loader.test_hub_unreachable import refusing, silent  # noqa: F401  (fixtures: dead Hub endpoints)
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
@@ -178,8 +177,7 @@ def test_an_interrupt_of_a_running_smoke_is_one_error_object(tmp_path):
     `fwe` process turns into the same interrupt as Ctrl-C: SIGINT itself is ignored by a process that a
     non-interactive shell started in the background (a CI runner may), so a test sending it could not count on it."""
     beats = tmp_path / "beats"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env = fwe_env()
     proc = subprocess.Popen([sys.executable, "-m", "fwe_cli", "smoke", "--source", "synthetic", "--tokenizer", "byte",
                              "--batches", "1000000", "--seq-len", "4096", "--heartbeat-dir", str(beats), "--json",
                              "--artifacts-dir", str(tmp_path / "a")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

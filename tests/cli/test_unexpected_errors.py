@@ -75,17 +75,15 @@ def test_usage_errors_of_the_fwe_process_are_one_line(tmp_path):
 def test_sigterm_stops_a_smoke_like_ctrl_c(tmp_path):
     """SIGTERM to a running `fwe smoke` ends it as Ctrl-C does: exit 130 and one `interrupted` line, no traceback.
     The signal is sent once the loader's first batch is out (its heartbeat line is on disk)."""
-    import os
     import signal
     import subprocess
     import sys
     import time
 
-    from tests.helpers import REPO_ROOT
+    from tests.helpers import REPO_ROOT, fwe_env
 
     beats = tmp_path / "beats"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env = fwe_env()
     proc = subprocess.Popen([sys.executable, "-m", "fwe_cli", "smoke", "--source", "synthetic", "--tokenizer", "byte",
                              "--batches", "1000000", "--seq-len", "4096", "--heartbeat-dir", str(beats),
                              "--artifacts-dir", str(tmp_path / "a")], stderr=subprocess.PIPE, text=True, env=env,

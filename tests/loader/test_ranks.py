@@ -4,7 +4,6 @@ documents, the ranks together read every document once, and artifacts, heartbeat
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.helpers import REPO_ROOT, invoke, write_jsonl
+from tests.helpers import REPO_ROOT, fwe_env, invoke, write_jsonl
 from tests.rank_train import decode_documents
 
 TORCHRUN_TIMEOUT_S = 300  # a bound on a hung rendezvous or collective, not an expected duration
@@ -29,8 +28,7 @@ def docs_jsonl(tmp_path) -> Path:
 def _torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc-per-node 2 ARGS` (a local rendezvous on 127.0.0.1, no network needed)."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env.update(PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    env = fwe_env(OMP_NUM_THREADS="1")
     proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=TORCHRUN_TIMEOUT_S)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])

@@ -11,7 +11,7 @@ import pytest
 
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.measure.plan import RunEvent
-from tests.helpers import REPO_ROOT
+from tests.helpers import fwe_env
 
 RUN = ("--source", "synthetic", "--tokenizer", "byte", "--steps", "3", "--step-ms", "0")
 COMMANDS = {
@@ -23,9 +23,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(COLUMNS="160", LINES="50", TERM="xterm-256color")
+    env = fwe_env(COLUMNS="160", LINES="50", TERM="xterm-256color")
     env.pop("NO_COLOR", None)
     return env
 

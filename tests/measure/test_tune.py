@@ -13,7 +13,7 @@ from fwe_cli.loader import ConfigError, resolve_config
 from fwe_cli.measure import tune
 from fwe_cli.measure.tune import TunePlan, parse_grid, run_tune
 from fwe_cli.measure.tune_rank import OBJECTIVES, rank_settings, recommend
-from tests.helpers import REPO_ROOT, invoke
+from tests.helpers import fwe_env, invoke
 
 SLOW_DOC_BATCH, SLOW_MS = 16, 100  # the smaller doc batch: the memory tie-break would pick it if the hook did nothing
 GRID = ("--doc-batch-grid", "16,32", "--q-grid", "1,4")
@@ -96,8 +96,7 @@ def test_sourcing_fwe_env_sets_the_smoke_config(sweep, tmp_path):
     _, summary = sweep
     rec = summary["recommendation"]["setting"]
     assert (rec["doc_batch"], rec["queue_depth"]) != (64, 8)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env = fwe_env()
     script = 'set -a; . "$1"; set +a; exec "$2" -m fwe_cli smoke --source synthetic --json --artifacts-dir "$3"'
     proc = subprocess.run(["bash", "-c", script, "bash", summary["env_file"], sys.executable, str(tmp_path)],
                           capture_output=True, text=True, env=env, timeout=120)
