@@ -21,7 +21,6 @@ target, or when the source ends. A part is closed once it holds `file_bytes`, af
 from __future__ import annotations
 
 import os
-import time
 from typing import Callable
 
 import fwe_cli
@@ -34,10 +33,10 @@ from fwe_cli.bootstrap.faults import Faults
 from fwe_cli.bootstrap.line_encoder import encoder
 from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
 from fwe_cli.bootstrap.output_lock import OutputLock
+from fwe_cli.bootstrap.progress_clock import ProgressClock
 from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
 from fwe_cli.loader.sources.records import RecordStream
 
-PROGRESS_EVERY_S = 0.5
 
 
 class _Run:
@@ -102,11 +101,9 @@ class _Run:
         self.checkpoint(None, self.part, stream)
 
     def progress(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last_progress < PROGRESS_EVERY_S:
+        elapsed = self.clock.due(force)
+        if elapsed is None:
             return
-        self.last_progress = now
-        elapsed = now - self.t0
         done = self.total_bytes - self.start_bytes
         rate = done / elapsed if elapsed > 0 else 0.0
         left = max(0, self.config.target_bytes - self.total_bytes)
@@ -122,7 +119,7 @@ class _Run:
             return self._run_locked(config, layout)
 
     def _run_locked(self, config: BootstrapConfig, layout: Layout) -> dict:
-        self.t0 = self.last_progress = time.perf_counter()
+        self.clock = ProgressClock()
         manifest = prepare_output(config, layout)
         if manifest is not None and manifest["complete"]:
             self.manifest, self.total_bytes, self.documents = manifest, manifest["totals"]["bytes"], \
@@ -243,7 +240,7 @@ class _Run:
         self._write_manifest()
 
     def result(self, outcome: str) -> dict:
-        seconds = time.perf_counter() - self.t0
+        seconds = self.clock.elapsed()
         written = self.total_bytes - self.start_bytes
         manifest = self.manifest
         return {

@@ -14,13 +14,13 @@ shard is tokenized again). Different arguments against an existing output are re
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.faults import Faults
+from fwe_cli.bootstrap.progress_clock import ProgressClock
 from fwe_cli.bootstrap.manifest import write_manifest
 from fwe_cli.bootstrap.output_lock import OutputLock
 from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SourceError, os_error_line
@@ -31,7 +31,6 @@ from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.tokens.shard_writer import ShardWriter
 
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py
-PROGRESS_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class _Run:
     def __init__(self, config: TokenizeConfig, on_progress, should_stop, faults: Faults):
         self.config, self.on_progress, self.should_stop, self.faults = config, on_progress, should_stop, faults
         self.layout = TokensLayout.for_out(config.out)
-        self.t0 = self.last_progress = time.perf_counter()
+        self.clock = ProgressClock()
         self.done_bytes = 0
 
     def run(self) -> dict:
@@ -166,11 +165,9 @@ class _Run:
         self.progress(force=True)
 
     def progress(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last_progress < PROGRESS_EVERY_S:
+        elapsed = self.clock.due(force)
+        if elapsed is None:
             return
-        self.last_progress = now
-        elapsed = now - self.t0
         done = self.manifest["totals"]["tokens"] - self.start_tokens
         self.on_progress({"tokens": self.manifest["totals"]["tokens"], "shards": len(self.manifest["shards"]),
                           "documents": self.manifest["totals"]["documents"], "elapsed_s": round(elapsed, 3),
@@ -178,7 +175,7 @@ class _Run:
                           "tokens_per_s": round(done / elapsed, 1) if elapsed > 0 else 0.0})
 
     def result(self, outcome: str, start_tokens: int) -> dict:
-        seconds = time.perf_counter() - self.t0
+        seconds = self.clock.elapsed()
         manifest = self.manifest
         done = manifest["totals"]["tokens"] - start_tokens
         encoder = getattr(self, "encoder", None)
