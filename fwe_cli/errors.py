@@ -78,3 +78,8 @@ def os_error_line(operation: str, path: str, exc: OSError) -> str:
     reason = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()
     code = errno.errorcode.get(exc.errno or 0)
     return f"cannot {operation} {path}: {reason}" + (f" (errno {code})" if code else "")
+
+
+class FweNotice(UserWarning):
+    """Not a problem, but worth one line to the user (the `fwe` command prints it as `note:`): e.g. a bootstrap read
+    from the token shards made from it."""

@@ -29,9 +29,19 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def _type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `if typing.TYPE_CHECKING:`): a block that never runs, only type checkers read it."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(test, "attr", None) == "TYPE_CHECKING")
+
+
 def _walk(node: ast.AST, into_functions: bool):
-    """Every node below `node`; function bodies only when `into_functions` (they do not run at import time)."""
+    """Every node below `node` that can run: function bodies only when `into_functions` (they do not run at import
+    time), never an `if TYPE_CHECKING:` block."""
     for child in ast.iter_child_nodes(node):
+        if _type_checking(child):
+            continue
         yield child
         if into_functions or not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             yield from _walk(child, into_functions)

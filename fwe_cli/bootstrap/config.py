@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from fwe_cli.loader.config import LoaderConfig, Shard, check_source_settings
+from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.sources.spec import FLAT_FIELDS, SourceSpec
 from fwe_cli.errors import ConfigError
 from fwe_cli.bootstrap.manifest import Layout
 
 FIELDS = ("text", "all")
-HUB_READERS = ("native", "datasets")
 SLURM_COUNT, SLURM_ID, SLURM_MIN = "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN"
 GB = 10**9
 MB = 10**6
@@ -24,7 +24,6 @@ DEFAULT_FILE_MB = 256
 # Each checkpoint fsyncs, so frequent ones cost throughput; 64 MB keeps nearly all of it while bounding what a kill -9
 # throws away to a moment's work (figures: runbooks/bootstrap.md, "Why these sizes").
 DEFAULT_CHECKPOINT_MB = 64
-_DEFAULTS = LoaderConfig.__dataclass_fields__
 
 
 @dataclass(frozen=True)
@@ -35,25 +34,14 @@ class BootstrapConfig:
     """Output directory, or a path ending in .jsonl for one single file (manifest beside it)."""
     target_bytes: int
     """Stop after the record that brings the JSONL written to this many bytes (or when the source ends)."""
-    source: str = "hub"
-    """'hub' (datasets streaming), 'local' (files) or 'synthetic' (built in, offline)."""
-    local_path: str | None = None
-    """For source 'local': JSONL/TXT/parquet file, directory, glob, or a bootstrap directory."""
-    dataset: str = _DEFAULTS["dataset"].default
-    """For source 'hub': dataset repository id."""
-    name: str | None = _DEFAULTS["name"].default
-    """For source 'hub': dataset config name."""
-    split: str = _DEFAULTS["split"].default
-    """For source 'hub': split."""
-    seed: int = 0
-    """For source 'synthetic': the stream's seed."""
+    source: SourceSpec = field(default_factory=SourceSpec)
+    """What to copy: the Hub (native reader: download the parquet files, convert on all cores; datasets: streaming),
+    local files (JSONL/TXT/parquet file, directory, glob, or a bootstrap) or the synthetic source."""
     shard: Shard = field(default_factory=Shard)
     """Several nodes stage disjoint parts: Hub (native reader) file i goes to node i % mod; for the other sources
     and the datasets reader, record i."""
     shard_origin: str = "default"
     """Where `shard` came from: 'flags', 'slurm' (SLURM_ARRAY_TASK_*) or 'default' (recorded in the manifest)."""
-    hub_reader: str = "native"
-    """For source 'hub': 'native' (download the parquet files, convert on all cores) or 'datasets' (streaming)."""
     workers: int | None = None
     """Native Hub reader: conversion processes (None: one per core; 0: convert in this process)."""
     downloads: int = 2
@@ -74,18 +62,18 @@ class BootstrapConfig:
             raise ConfigError("out must name a directory or a .jsonl file, got none")
         for name in ("target_bytes", "file_bytes", "checkpoint_bytes"):
             check_limit(name, getattr(self, name))
-        check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
-        if self.hub_reader not in HUB_READERS:
-            raise ConfigError(f"hub_reader must be 'native' or 'datasets', got {self.hub_reader!r}")
+        if not isinstance(self.source, SourceSpec):
+            raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
+        check_reading_settings(self.bad_records, self.shard)
         if self.workers is not None:
             check_limit("workers", self.workers, "--workers")
         check_limit("downloads", self.downloads, "--downloads")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
-        if self.source == "local":
-            src, out = os.path.abspath(self.local_path), os.path.abspath(self.out)
+        if self.source.local_path is not None:
+            src, out = os.path.abspath(self.source.local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
-                raise ConfigError(f"--out {self.out} is inside the source --local-path {self.local_path}: "
+                raise ConfigError(f"--out {self.out} is inside the source --local-path {self.source.local_path}: "
                                   "the output would become part of its own input")
 
 
@@ -122,11 +110,13 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
     target = _size("--gb", gb, GB, "gb") if gb is not None else _size("target bytes", target_bytes, 1, "target_bytes")
     if file_mb is not None and Layout.for_out(out).single:
         raise ConfigError(f"--file-mb applies to a directory output; {out} is a single .jsonl file")
-    values = {k: v for k, v in settings.items() if v is not None}
+    values = {k: v for k, v in settings.items() if v is not None and k not in FLAT_FIELDS}
+    spec = {k: v for k, v in settings.items() if v is not None and k in FLAT_FIELDS}
     if source is not None or local_path is not None:
-        values["source"] = source or "local"
+        spec["source"] = source or "local"
     if local_path is not None:
-        values["local_path"] = local_path
+        spec["local_path"] = local_path
+    values["source"] = SourceSpec.from_dict(spec)
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_origin"] = "flags"

@@ -1,7 +1,7 @@
 """`fwe bootstrap` from the Hub, natively: download the config's parquet files (fwe_cli/bootstrap/hub_download.py)
 and convert their row groups to JSONL on worker processes (fwe_cli/bootstrap/hub_convert.py), both at once.
 
-`HubFileStream` stands where RecordStream stands for the other sources (fwe_cli/bootstrap/run.py reads either):
+`HubFileStream` stands where a source's Records stand for the other sources (fwe_cli/bootstrap/run.py reads either):
 it yields (None, JSONL line), already encoded, in the order `datasets` reads the files (listing order, row groups
 and rows in file order), so the output is byte-identical to `--hub-reader datasets`. Its position after a line:
 
@@ -228,7 +228,8 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     from fwe_cli.loader.sources.hub_listing import resolve_listing
 
     resume = manifest["resume"] if manifest else None
-    listing = resolve_listing(config.dataset, config.name, config.split,
+    spec = config.source
+    listing = resolve_listing(spec.dataset, spec.name, spec.split,
                               revision=manifest.get("revision") if manifest else None)
     stream = HubFileStream(listing, config.shard, directory, config.fields, config.bad_records == "error",
                            start=resume["position"] if resume else None,
@@ -236,7 +237,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
                            workers=config.workers, ahead=config.downloads,
                            remaining=config.target_bytes - (resume["bytes"] if resume else 0))
     if manifest is not None and manifest.get("hub_files") != stream.manifest_fields()["hub_files"]:
-        raise OutputError(f"the Hub listing of {config.dataset} at {listing.revision} no longer has the files this "
+        raise OutputError(f"the Hub listing of {spec.dataset} at {listing.revision} no longer has the files this "
                           "bootstrap started with; pass --force to start over")
     from fwe_cli.bootstrap.state import preflight_disk
 

@@ -35,7 +35,7 @@ from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
 from fwe_cli.bootstrap.output_lock import OutputLock
 from fwe_cli.bootstrap.progress_clock import ProgressClock
 from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
-from fwe_cli.loader.sources.records import RecordStream
+from fwe_cli.loader.sources.records import Records
 
 
 
@@ -55,7 +55,7 @@ class _Run:
         self.replayed = 0  # records found intact on disk after the last checkpoint (resume)
         self.discarded = 0  # bytes cut off after them (a torn record)
 
-    def checkpoint(self, writer: PartWriter | None, part: int, stream: RecordStream, wait: bool = True) -> None:
+    def checkpoint(self, writer: PartWriter | None, part: int, stream: Records, wait: bool = True) -> None:
         """Record the resume point after the last record added (the part's bytes fsynced first).
 
         wait=False lets the writer thread do the fsync and manifest write while records keep coming."""
@@ -89,7 +89,7 @@ class _Run:
         self.replayed += writer.replayed_lines
         self.discarded += writer.discarded_bytes
 
-    def finish_part(self, stream: RecordStream) -> None:
+    def finish_part(self, stream: Records) -> None:
         """Complete the current part (fsync, rename), list it, and checkpoint at the start of the next one."""
         writer = self.writer
         self._tally(writer)
@@ -148,7 +148,7 @@ class _Run:
             self.checkpoint(None, 0, stream)
         return self.copy(stream, resume)
 
-    def copy(self, stream: RecordStream, resume: dict | None) -> dict:
+    def copy(self, stream: Records, resume: dict | None) -> dict:
         """Write records from `stream` into parts, from the resume point if any; returns the result dict."""
         self.writer = self._reopen_part(resume) if resume else None
         self.progress(force=True)
@@ -183,7 +183,7 @@ class _Run:
                               "of it; pass --force to start over")
         return None
 
-    def _copy_records(self, stream: RecordStream) -> str:
+    def _copy_records(self, stream: Records) -> str:
         """Add records until the target is reached, the source ends or a stop is asked for; returns the outcome.
 
         The per-record loop of the whole bootstrap: what it reads often is kept in locals."""
@@ -223,10 +223,10 @@ class _Run:
         """An OSError from opening or reading the source (unreadable or corrupt file, dropped connection): exit 4,
         naming the file when the OS did, else the source. Raised `from None`: the line holds the OSError's words."""
         config = self.config
-        where = exc.filename or {"local": config.local_path, "hub": config.dataset}.get(config.source, config.source)
+        where = exc.filename or config.source.where()
         return SourceError(os_error_line("read source", str(where), exc))
 
-    def _record_outcome(self, outcome: str, stream: RecordStream) -> None:
+    def _record_outcome(self, outcome: str, stream: Records) -> None:
         """Mark the manifest complete (unless interrupted), close this run's entry and write it."""
         if outcome != "interrupted":
             if self.documents == 0:

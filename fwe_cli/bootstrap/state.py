@@ -18,8 +18,10 @@ from fwe_cli.errors import DiskSpaceError, OutputError
 from fwe_cli.bootstrap.manifest import FORMAT, Layout, load_manifest
 from fwe_cli.loader.sources.local_files import listed_file_problems
 from fwe_cli.bootstrap.output_errors import remove_output
-from fwe_cli.loader.sources.local import BadRecords
-from fwe_cli.loader.sources.records import RecordSpec, RecordStream
+from fwe_cli.loader.sources import registry
+from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.spec import ReadOptions
 
 # Free space needed beyond the bytes still to write: the last record overshoots the target by up to ~120 KB,
 # the manifest is a few KB, and a filesystem at 100% misbehaves, so keep 64 MiB + 2 % spare.
@@ -28,17 +30,15 @@ MARGIN_FRACTION = 0.02
 
 
 def identity(config: BootstrapConfig, layout: Layout) -> dict:
-    """The arguments that decide the output bytes; a resume must match them exactly."""
-    args: dict = {"source": config.source, "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
+    """The arguments that decide the output bytes; a resume must match them exactly. The source's are the fields its
+    kind reads (path, repository and reader, or seed)."""
+    args: dict = {"source": config.source.kind, "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
                   "fields": config.fields, "target_bytes": config.target_bytes, "bad_records": config.bad_records}
     if not layout.single:
         args["file_bytes"] = config.file_bytes
-    if config.source == "local":
-        args["local_path"] = os.path.abspath(config.local_path)
-    elif config.source == "hub":
-        args.update(dataset=config.dataset, name=config.name, split=config.split, hub_reader=config.hub_reader)
-    else:
-        args["seed"] = config.seed
+    args.update(config.source.fields)
+    if args.get("local_path") is not None:
+        args["local_path"] = os.path.abspath(args["local_path"])
     return args
 
 
@@ -136,36 +136,27 @@ def preflight_disk(directory: str, remaining_bytes: int) -> dict:
     return {"free_bytes": free, "needed_bytes": need, "checked_path": probe}
 
 
-def source_spec(config: BootstrapConfig, manifest: dict | None) -> RecordSpec:
-    """The RecordSpec to read; for the Hub, the revision pinned by the manifest (or looked up for a new run)."""
-    revision = None
-    if config.source == "hub":
-        if manifest is not None:
-            revision = manifest.get("revision")
-        else:
-            from fwe_cli.loader.sources.hub import hub_revision
-
-            revision = hub_revision(config.dataset)
-    return RecordSpec(kind=config.source, local_path=config.local_path, dataset=config.dataset, name=config.name,
-                      split=config.split, revision=revision, seed=config.seed, shard=config.shard,
-                      strict=config.bad_records == "error", all_fields=config.fields == "all")
-
-
 def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):
-    """The opened stream to copy from, at the manifest's resume point if any: a RecordStream, or for the Hub with
-    the native reader a HubFileStream (both give position(), bad, and (record, line) pairs)."""
+    """The opened records to copy from, at the manifest's resume point if any: a source's Records, or for a source
+    whose files bootstrap downloads (the native Hub reader) a HubFileStream (both give position(), bad, and (record,
+    line) pairs). A Hub source is read at the commit the manifest pins (a new run: the commit the Hub names now)."""
     resume = manifest["resume"] if manifest else None
-    if config.source == "hub" and config.hub_reader == "native":
+    options = ReadOptions(strict=config.bad_records == "error")
+    pinned = manifest.get("revision") if manifest else None
+    source = registry.open_source(config.source.replace(revision=pinned) if pinned else config.source, options)
+    if source.copies_whole_files:
         from fwe_cli.bootstrap.hub_stream import open_hub_files
 
         return open_hub_files(config, layout.download_dir, manifest)
-    return RecordStream(source_spec(config, manifest), start=resume["position"] if resume else None,
-                        bad=BadRecords(**resume["bad_records"]) if resume else None).open()
+    if manifest is None and (latest := source.latest_revision()) is not None:
+        source = registry.open_source(config.source.replace(revision=latest), options)
+    return source.records(config.shard, start=resume["position"] if resume else None, all_fields=config.fields == "all",
+                          bad=BadRecords(**resume["bad_records"]) if resume else None).open()
 
 
 def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
-    """The manifest of a new run reading `stream` (a RecordStream, or the native Hub reader's HubFileStream)."""
-    hub, local = config.source == "hub", config.source == "local"
+    """The manifest of a new run reading `stream` (a source's Records, or the native Hub reader's HubFileStream)."""
+    where = config.source.fields  # the fields the source's kind reads; the others are recorded as null
     native = getattr(stream, "manifest_fields", None)
     by_file = native is not None
     manifest = {
@@ -173,20 +164,20 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
         "complete": False,
         "fwe_version": fwe_cli.__version__,
         "layout": "single-file" if layout.single else "directory",
-        "source": config.source,
-        "dataset": config.dataset if hub else None,
-        "config": config.name if hub else None,
-        "split": config.split if hub else None,
-        "revision": stream.revision if by_file else stream.spec.revision,
-        "local_path": os.path.abspath(config.local_path) if local else None,
-        "seed": config.seed if config.source == "synthetic" else None,
+        "source": config.source.kind,
+        "dataset": where.get("dataset"),
+        "config": where.get("name"),
+        "split": where.get("split"),
+        "revision": stream.revision,
+        "local_path": os.path.abspath(where["local_path"]) if "local_path" in where else None,
+        "seed": where.get("seed"),
         "shard": {"mod": config.shard.mod, "rem": config.shard.rem, "by": "file" if by_file else "document",
                   "from": config.shard_origin},
         "fields": config.fields,
         "target_bytes": config.target_bytes,
         "file_bytes": None if layout.single else config.file_bytes,
         "args": identity(config, layout),
-        "source_files": stream.fingerprint() if local else None,
+        "source_files": stream.fingerprint(),
         "files": [],
         "totals": {"bytes": 0, "documents": 0, "files": 0},
         "bad_records": {"count": 0, "examples": []},
@@ -198,23 +189,18 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
     }
     if by_file:
         manifest.update(native())
-    elif hub:
-        manifest["hub_reader"] = "datasets"
+    elif "hub_reader" in where:
+        manifest["hub_reader"] = where["hub_reader"]
     return manifest
 
 
-def check_source_files(manifest: dict, stream: RecordStream) -> None:
+def check_source_files(manifest: dict, stream: Records) -> None:
     """A local source must not change under a resume: the two halves would come from different data."""
     before = manifest.get("source_files")
-    if before is None:
-        return
-    now = stream.fingerprint()
-    if now != before:
-        old = {f["path"]: f for f in before}
-        changed = [f["path"] for f in now if old.get(f["path"]) != f] or [f["path"] for f in before]
-        raise OutputError(f"the local source changed since this bootstrap started ({changed[0]}; "
-                          f"{len(before)} files then, {len(now)} now): resuming would mix two versions; "
-                          "pass --force to start over")
+    change = stream.source.changed(before) if before is not None else None
+    if change is not None:
+        raise OutputError(f"the local source changed since this bootstrap started ({change}): resuming would mix two "
+                          "versions; pass --force to start over")
 
 
 def listed_totals(manifest: dict) -> dict:

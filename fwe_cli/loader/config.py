@@ -14,11 +14,11 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import LIMITS, check_limit
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.sources.registry import source_class
+from fwe_cli.loader.sources.spec import FLAT_FIELDS, ReadOptions, SourceSpec
+from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
-SOURCES = ("hub", "local", "synthetic")
-TOKENIZER_BACKENDS = ("auto", "tokenizers", "tiktoken")
 BAD_RECORD_POLICIES = ("skip", "error")
-HUB_READERS = ("native", "datasets")
 
 # The users' environment variables -> (config field, parser name). Read nowhere else.
 ENV_VARS: dict[str, str] = {
@@ -65,27 +65,16 @@ class LoaderConfig:
     shard_from: str = "default"
     """Where resolve_config took `shard` from: 'flags' (--shard-mod/--shard-rem), 'torchrun' (RANK/WORLD_SIZE),
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
-    source: str = "hub"
-    """Where documents come from: 'hub' (the Hugging Face Hub), 'local' (files) or 'synthetic' (built in)."""
-    local_path: str | None = None
-    """For source 'local': a JSONL/TXT/parquet file, a directory or glob of them, or a bootstrap directory."""
-    dataset: str = "HuggingFaceFW/fineweb-edu"
-    """For source 'hub': the dataset repository id."""
-    name: str | None = "sample-10BT"
-    """For source 'hub': the dataset config name."""
-    split: str = "train"
-    """For source 'hub': the split to stream."""
-    revision: str | None = None
-    """For source 'hub': a branch, tag or commit sha to read (None: main); artifacts record the commit read."""
-    hub_reader: str = "native"
-    """For source 'hub': 'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the
-    reference; same documents in the same order)."""
+    source: SourceSpec = field(default_factory=SourceSpec)
+    """Where documents come from (kind, path or Hub repository, seed): see fwe_cli.loader.sources.spec. Flat in
+    `to_dict`/`from_dict`/`replace` and in resolve_config's flags (source, local_path, dataset, ...)."""
     hub_cache: bool = True
     """Keep the native Hub reader's file listing and first row groups under the Hugging Face cache and use a cached
     Hub tokenizer.json as is, so a warm start needs at most one request before its first batch; False reads
     everything from the Hub and re-validates the tokenizer."""
-    tokenizer: str = "byte"
-    """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2')."""
+    tokenizer: str | None = None
+    """'byte' (UTF-8 bytes, no files), a path to a tokenizer.json, or a Hub model id ('gpt2'); None: the source's
+    own (a token directory's recorded tokenizer), else 'byte'."""
     tokenizer_threads: int = 0
     """Threads that tokenize in parallel (NSA_FWE_TOKENIZER_THREADS); 0 means one per CPU core."""
     tokenizer_backend: str = "auto"
@@ -94,8 +83,6 @@ class LoaderConfig:
     """Seconds to wait for the first batch (and any later one) before raising LoaderTimeout."""
     synthetic_on_fail: bool = False
     """If the first batch fails or times out, fall back (loudly, recorded) to the synthetic source."""
-    seed: int = 0
-    """Seed of the synthetic source."""
     bad_records: str = "skip"
     """A malformed record (local file or Hub row): 'skip' (counted and reported) or 'error' (fail naming where)."""
     allow_partial: bool = False
@@ -122,21 +109,20 @@ class LoaderConfig:
         for name in NUMERIC_FIELDS:
             if not (name == "shuffle_seed" and self.shuffle_seed is None):
                 check_limit(name, getattr(self, name))
-        if self.shuffle_seed is not None and self.source == "hub" and self.hub_reader == "datasets":
-            raise ConfigError("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for "
-                              "stream order): drop --hub-reader datasets or the shuffle")
-        check_source_settings(self.source, self.local_path, self.bad_records, self.shard)
+        if not isinstance(self.source, SourceSpec):
+            raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
+        refusal = source_class(self.source).shuffle_refusal
+        if self.shuffle_seed is not None and refusal:
+            raise ConfigError(refusal)
+        check_reading_settings(self.bad_records, self.shard)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
-        if self.hub_reader not in HUB_READERS:
-            raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
-                                         f"got {self.hub_reader!r}")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
             raise SettingError(lambda n: f"{n('tokenizer_backend')} must be one of {', '.join(TOKENIZER_BACKENDS)}; "
                                          f"got {self.tokenizer_backend!r}")
-        if not self.tokenizer or not isinstance(self.tokenizer, str):
+        if self.tokenizer is not None and (not self.tokenizer or not isinstance(self.tokenizer, str)):
             raise SettingError(lambda n: f"{n('tokenizer')} must be 'byte', a tokenizer.json path or a Hub id, "
                                          f"got {self.tokenizer!r}")
         if self.warmup_batches > self.queue_depth and self.prefetch:
@@ -144,31 +130,40 @@ class LoaderConfig:
                                          f"{n('queue_depth')}={self.queue_depth}: the queue could never hold that many")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able view, keys named as the fields (shard as {mod, rem})."""
-        return dataclasses.asdict(self)
+        """Plain JSON-able view, keys named as the fields (shard as {mod, rem}), the source's fields flat beside
+        them (`source` holds its kind), as artifacts and resume states have always recorded them."""
+        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("source", "shard")}
+        return {**self.source.to_dict(), **plain, "shard": dataclasses.asdict(self.shard)}
 
     def replace(self, **changes: Any) -> "LoaderConfig":
-        return dataclasses.replace(self, **changes)
+        """A copy with `changes`; the source's fields may be given flat (revision=..., source="synthetic")."""
+        flat = {k: v for k, v in changes.items() if k in FLAT_FIELDS and not isinstance(v, SourceSpec)}
+        rest = {k: v for k, v in changes.items() if k not in flat}
+        if flat:
+            rest["source"] = SourceSpec.from_dict({**self.source.to_dict(), **flat})
+        return dataclasses.replace(self, **rest)
+
+    def read_options(self) -> ReadOptions:
+        """How the source is read (policy, not which documents)."""
+        return ReadOptions(strict=self.bad_records == "error", allow_partial=self.allow_partial,
+                           verify_parts=self.verify_parts, use_cache=self.hub_cache, tokenizer=self.tokenizer)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":
         """Inverse of to_dict (validated like any construction)."""
         values = dict(data)
         shard = values.pop("shard", None)
+        source = SourceSpec.from_dict({name: values.pop(name) for name in FLAT_FIELDS if name in values})
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(sorted(unknown))}")
-        return cls(shard=Shard(**shard) if shard else Shard(), **values)
+        return cls(source=source, shard=Shard(**shard) if shard else Shard(), **values)
 
 
-def check_source_settings(source: str, local_path: str | None, bad_records: str, shard: Any) -> None:
-    """The checks every config that reads documents shares (the loader's and bootstrap's)."""
+def check_reading_settings(bad_records: str, shard: Any) -> None:
+    """The checks every config that reads documents shares (the loader's and bootstrap's), besides its SourceSpec."""
     if not isinstance(shard, Shard):
         raise ConfigError(f"shard must be a Shard(mod, rem), got {shard!r}")
-    if source not in SOURCES:
-        raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(SOURCES)}; got {source!r}")
-    if source == "local" and not local_path:
-        raise ConfigError("source 'local' needs local_path (--local-path), got none")
     if bad_records not in BAD_RECORD_POLICIES:
         raise SettingError(lambda n: f"{n('bad_records')} must be 'skip' or 'error', got {bad_records!r}")
 
@@ -205,8 +200,9 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
 
     `shard_mod`/`shard_rem` flags build the Shard; without them a launcher's RANK/WORLD_SIZE (torchrun) or
     SLURM_PROCID/SLURM_NTASKS give it (`rank_from_env`), and `rank` defaults to its rem (shard_from records which).
-    Giving `local_path` without `source` selects 'local'; a token directory without `tokenizer` gives the one its
-    manifest records.
+    The source's fields come flat (source, local_path, dataset, name, split, revision, hub_reader, seed); giving
+    `local_path` without `source` selects 'local'. Nothing is read from disk: a token directory's own tokenizer is
+    the default once it is opened (`tokenizer` stays None).
     `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
     reported under that name; a variable's is reported under the variable's.
     """
@@ -226,33 +222,31 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
+    source = {name: value for name in FLAT_FIELDS if (value := flags.pop(name, None)) is not None}
     for name, value in flags.items():
         if name not in defaults:
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")
         if value is not None:
             values[name] = value
     try:
-        return _build(values, env, shard_mod, shard_rem)
+        return _build(values, env, shard_mod, shard_rem, source)
     except SettingError as exc:
         raise exc.naming(lambda field: typed.get(field, field)) from None
 
 
-def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None, shard_rem: int | None):
-    """The tail of `resolve_config`: shard (flags, else a launcher's variables), implied source and tokenizer."""
+def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None, shard_rem: int | None,
+           source: dict[str, Any]):
+    """The tail of `resolve_config`: shard (flags, else a launcher's variables) and the source (a local path given
+    alone implies source 'local')."""
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_from"] = "flags"
     elif (launched := rank_from_env(env)) is not None:
         values["shard_from"], values["shard"] = launched
         values.setdefault("rank", values["shard"].rem)
-    if values.get("local_path") and "source" not in values:
-        values["source"] = "local"
-    if "tokenizer" not in values and values.get("source") == "local":  # a token directory: the one it was made with
-        from fwe_cli.loader.sources.token_dir import recorded_tokenizer, token_manifest
-
-        recorded = recorded_tokenizer(token_manifest(values.get("local_path")) or {})
-        if isinstance(recorded, str) and recorded:
-            values["tokenizer"] = recorded
+    if source.get("local_path") and "source" not in source:
+        source["source"] = "local"
+    values["source"] = SourceSpec.from_dict(source)
     return LoaderConfig(**values)
 
 

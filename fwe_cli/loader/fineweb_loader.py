@@ -186,14 +186,14 @@ class FineWebLoader:
         warnings.warn(f"fwe: FALLING BACK TO SYNTHETIC DATA — real source failed: {reason}", RuntimeWarning,
                       stacklevel=3)
         self.heartbeat.emit("fineweb_loader_error", step=0, error=reason)
-        self.heartbeat.emit("fineweb_loader_fallback", step=0, reason=reason, source_from=self.config.source)
+        self.heartbeat.emit("fineweb_loader_fallback", step=0, reason=reason, source_from=self.config.source.kind)
         old = self.config
         loaded = self.pipeline.loaded_tokenizer(timeout=FALLBACK_JOIN_S)  # the run's own, unless it failed
         tokenizer = loaded.name if loaded is not None else "byte"
         self.pipeline.close()
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=FALLBACK_JOIN_S)
-        self.fallback = {"reason": reason, "from_source": old.source, "to_source": "synthetic",
+        self.fallback = {"reason": reason, "from_source": old.source.kind, "to_source": "synthetic",
                          "tokenizer": tokenizer}
         self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None, shuffle_seed=None))
         return self._fetch(timeout)
@@ -203,8 +203,7 @@ class FineWebLoader:
         """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
         `load_state_dict`) continues right after the last batch this loader returned."""
         p = self.pipeline
-        files = p.documents.files if p.config.source == "local" else None
-        return build_state(p.config, p.documents.revision, files, self._position, self._steps)
+        return build_state(p.config, p.documents, self._position, self._steps)
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (a `state_dict()`): the producer restarts right after that state's last batch.

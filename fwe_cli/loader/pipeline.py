@@ -21,7 +21,7 @@ import numpy as np
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
@@ -51,7 +51,7 @@ class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
     def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
-                 start: dict | None = None, expect_files: list[str] | None = None):
+                 start: dict | None = None, expect_files: list[dict] | None = None):
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
@@ -61,7 +61,7 @@ class Pipeline:
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark,
-                                        start=self.start.get("doc"), expect_files=expect_files)
+                                        start=self.start.get("doc"), expect=expect_files)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
         self.docs = 0
@@ -190,7 +190,7 @@ class Pipeline:
         return self.tokenizer
 
     def _await_tokenizer(self) -> None:
-        self.stage = f"loading tokenizer {self.config.tokenizer!r}"
+        self.stage = f"loading tokenizer {self.documents.tokenizer()!r}"
         self.tokenizer = self._tokenizer_load.result()
 
     def __iter__(self) -> Iterator[tuple[object, dict]]:
@@ -201,15 +201,16 @@ class Pipeline:
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
-        self.documents.prepare()
         self.stage = "opening source"
+        self.documents.prepare()
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
         if shards is not None:
             self.tokenizer, self._eos = shards, np.array([shards.eos_id], dtype=np.int32)
             self.mark("tokenizer_ready")
         else:
             self._tokenizer_load = _InBackground(
-                lambda: load_tokenizer(c.tokenizer, c.tokenizer_backend, not c.hub_cache), "fwe-tokenizer-load",
+                lambda: load_tokenizer(self.documents.tokenizer(), c.tokenizer_backend, not c.hub_cache),
+                "fwe-tokenizer-load",
                 lambda: self.mark("tokenizer_ready"))
         # torch (slow to import) likewise loads beside the source, only when tensors are asked for
         converting = _InBackground(_torch_converter, "fwe-torch-import") if c.as_torch else None

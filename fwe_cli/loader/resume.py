@@ -4,56 +4,79 @@
     loader = FineWebLoader(config, state=state)      # or loader.load_state_dict(state)
 
 The state holds the position of the last batch the consumer received (not the producer's: batches waiting in the
-prefetch queue are neither lost nor repeated), and the settings a position only means something under (source and
-the files or commit it read, tokenizer, batch shape, shard, shuffle). Names follow torch.distributed.checkpoint's
-`Stateful` protocol, so a FineWebLoader can go straight into a training checkpoint.
+prefetch queue are neither lost nor repeated), the settings a position only means something under (the source and
+what it resolved — the Hub commit read —, tokenizer, batch shape, shard, shuffle: `matching`), and the files it read
+as they were (`source_files`: path, size and modification time), so that a file rewritten since is refused by name
+rather than read from a stale offset. Names follow torch.distributed.checkpoint's `Stateful` protocol, so a
+FineWebLoader can go straight into a training checkpoint.
+
+Version 2 added `source_files`; a version 1 state (its files by path only, inside `matching`) is still read.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.sources.registry import source_class
 
-STATE_VERSION = 1
+if TYPE_CHECKING:
+    from fwe_cli.loader.sources.stream import DocumentStream
 
-
-def matching(config: LoaderConfig, revision: str | None, files: list[str] | None) -> dict:
-    """The settings a position is only valid under (JSON-able), for `config` having read `revision`/`files`."""
-    out = {"source": config.source, "tokenizer": config.tokenizer, "seq_len": config.seq_len,
-           "batch_size": config.batch_size, "shard_mod": config.shard.mod, "shard_rem": config.shard.rem,
-           "shuffle_seed": config.shuffle_seed,
-           "shuffle_window": config.shuffle_window if config.shuffle_seed is not None else None}
-    if config.source == "hub":
-        out.update(dataset=config.dataset, name=config.name, split=config.split, hub_reader=config.hub_reader,
-                   revision=revision or config.revision)
-    elif config.source == "local":
-        out.update(local_path=config.local_path, files=files)
-    else:
-        out.update(seed=config.seed)
-    return out
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+ADOPTED = ("revision", "tokenizer")
+"""Settings a resumed config left unset takes from the state: the commit a branch was read at, and the tokenizer
+the documents were encoded with (a token directory's own)."""
 
 
-def build_state(config: LoaderConfig, revision: str | None, files: list[str] | None, position: dict | None,
-                batches: int) -> dict:
-    return {"version": STATE_VERSION, "matching": matching(config, revision, files), "position": position,
-            "batches": batches}
+def _shape(config: LoaderConfig) -> dict:
+    return {"tokenizer": config.tokenizer, "seq_len": config.seq_len, "batch_size": config.batch_size,
+            "shard_mod": config.shard.mod, "shard_rem": config.shard.rem, "shuffle_seed": config.shuffle_seed,
+            "shuffle_window": config.shuffle_window if config.shuffle_seed is not None else None}
 
 
-def check_state(state: object, config: LoaderConfig) -> tuple[LoaderConfig, dict | None, list[str] | None]:
-    """(config to resume with, position, local files the position was saved over), or ConfigError naming the
-    first setting that differs. A Hub config on a branch resumes at the commit the state was read at."""
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION or "matching" not in state:
-        version = state.get("version") if isinstance(state, dict) else None
+def matching(config: LoaderConfig, stream: DocumentStream) -> dict:
+    """The settings a position is only valid under (JSON-able), for `config` reading `stream` (opened)."""
+    return {"source": config.source.kind, **_shape(config), "tokenizer": stream.tokenizer(),
+            **stream.source.pinned()}
+
+
+def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | None, batches: int) -> dict:
+    """The state after `batches` batches, the last one's `position` (None before the first: nothing to check then)."""
+    files = stream.source.fingerprint() if position is not None else None
+    return {"version": STATE_VERSION, "matching": matching(config, stream), "source_files": files,
+            "position": position, "batches": batches}
+
+
+def check_state(state: object, config: LoaderConfig) -> tuple[LoaderConfig, dict | None, list[dict] | None]:
+    """(config to resume with, position, the files the position was saved over), or ConfigError naming the first
+    setting that differs. A config that leaves the revision or the tokenizer unset takes the state's (a Hub branch
+    resumes at the commit it was read at)."""
+    version = state.get("version") if isinstance(state, dict) else None
+    if version not in READABLE_VERSIONS or "matching" not in state:
         raise ConfigError(f"not a fwe loader resume state of version {STATE_VERSION} (version {version!r})")
-    saved = state["matching"]
-    if config.source == "hub" and saved.get("revision") and config.revision is None:
-        config = config.replace(revision=saved["revision"])
-    now = matching(config, saved.get("revision"), saved.get("files"))
+    saved = dict(state["matching"])
+    files = state.get("source_files") if version == 2 else _paths(saved.pop("files", None))
+    adopt = {key: saved[key] for key in ADOPTED if saved.get(key) and key in saved}
+    config = config.replace(**{k: v for k, v in adopt.items() if _unset(config, k)})
+    static = source_class(config.source)(config.source, config.read_options())
+    now = {"source": config.source.kind, **_shape(config), **static.pinned()}
     for key in sorted(set(saved) | set(now)):
-        if key != "files" and saved.get(key) != now.get(key):
+        if saved.get(key) != now.get(key):
             raise ConfigError(f"resume state was saved with {key}={saved.get(key)!r}, this loader has "
                               f"{key}={now.get(key)!r}: resume with the same setting, or start without the state")
     position = state.get("position")
     if position is not None and not (isinstance(position, dict) and isinstance(position.get("doc"), dict)):
         raise ConfigError(f"resume state has no usable position ({position!r})")
-    return config, position, saved.get("files")
+    return config, position, files
+
+
+def _unset(config: LoaderConfig, key: str) -> bool:
+    return (config.tokenizer if key == "tokenizer" else getattr(config.source, key)) is None
+
+
+def _paths(files: list | None) -> list[dict] | None:
+    """A version 1 state's files (paths as listed) in the fingerprint's shape."""
+    return None if files is None else [{"path": path} for path in files]

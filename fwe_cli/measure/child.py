@@ -124,6 +124,7 @@ def die_with_parent() -> None:
 
 
 def main(t0_wall: float) -> None:
+    import importlib
     import sys
 
     die_with_parent()
@@ -135,14 +136,15 @@ def main(t0_wall: float) -> None:
     from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
     from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.loader.sources.registry import source_class
     from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
 
     config = LoaderConfig.from_dict(spec["config"])
     counting = False
-    if config.source == "hub" and config.hub_reader == "datasets":
-        import datasets  # noqa: F401 - part of the imports phase for Hub runs through datasets
-    if uses_hub(config.source, config.tokenizer):
+    for module in source_class(config.source).heavy_imports:  # part of the imports phase (datasets for its reader)
+        importlib.import_module(module)
+    if uses_hub(config):
         counting = start_counting()
     t_imports = time.perf_counter()
     result: dict = {"error": None}

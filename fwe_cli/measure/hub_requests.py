@@ -16,17 +16,23 @@ import importlib.abc
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from fwe_cli.loader.hub_env import note_request, request_times  # noqa: F401 - request_times is this module's API
+from fwe_cli.loader.sources.registry import source_class
+
+if TYPE_CHECKING:
+    from fwe_cli.loader.config import LoaderConfig
 
 HTTP_MODULE = "huggingface_hub.utils._http"
 _lock = threading.Lock()
 _installed: bool | None = None
 
 
-def uses_hub(source: str, tokenizer: str) -> bool:
-    """Whether a run with this source and tokenizer talks to the Hub at all."""
-    return source == "hub" or not (tokenizer == "byte" or os.path.exists(tokenizer))
+def uses_hub(config: LoaderConfig) -> bool:
+    """Whether a run with this config talks to the Hub at all: its source does, or its tokenizer is a Hub id."""
+    tokenizer = config.tokenizer
+    return source_class(config.source).uses_hub or not (tokenizer in (None, "byte") or os.path.exists(tokenizer))
 
 
 def _hook(http) -> None:

@@ -28,7 +28,7 @@ import fwe_cli
 from fwe_cli.artifacts import error_record, provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError, FweError, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
-from fwe_cli.loader.sources.local import resolve_files
+from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.measure.child import PARENT_PID_VAR
 from fwe_cli.measure.plan import RunEvent, RunPlan
 
@@ -65,13 +65,11 @@ class MeasurePlan(RunPlan):
 
 def drop_page_cache(config: LoaderConfig) -> dict:
     """Evict the local source's files (and a tokenizer.json) from the page cache; say what was done."""
-    paths = []
-    if config.source == "local":
-        try:
-            paths += resolve_files(config.local_path, allow_partial=config.allow_partial)
-        except SourceError as exc:
-            return {"done": False, "files": 0, "detail": str(exc)}
-    if os.path.isfile(config.tokenizer):
+    try:
+        paths = open_source(config.source, config.read_options()).local_files()
+    except SourceError as exc:  # an InputError (a FIFO, a damaged part) is the run's usage error: it propagates
+        return {"done": False, "files": 0, "detail": str(exc)}
+    if config.tokenizer and os.path.isfile(config.tokenizer):
         paths.append(config.tokenizer)
     if not paths:
         return {"done": None, "files": 0, "detail": "no local files to evict"}

@@ -115,7 +115,7 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
     gathering = threading.Thread(target=lambda: facts.update(provenance()), name="fwe-provenance", daemon=True)
     gathering.start()
     deadline = Deadline(config.loader_timeout, config.synthetic_on_fail, on_deadline)
-    counting = uses_hub(config.source, config.tokenizer) and start_counting()
+    counting = uses_hub(config) and start_counting()
     requests_before = len(request_times())
     loader = FineWebLoader(config, state=resume)
     pulled: list[np.ndarray] = []

@@ -95,16 +95,16 @@ class _Run:
     def _tokenize(self, tokenizer, files: list[str], identity: dict) -> str:
         from fwe_cli.loader.config import resolve_config
         from fwe_cli.loader.pipeline import usable_cores
-        from fwe_cli.loader.sources import DocumentStream
-        from fwe_cli.loader.sources.local import BadRecords
+        from fwe_cli.loader.sources.bad_records import BadRecords
+        from fwe_cli.loader.sources.stream import DocumentStream
 
         config, manifest = self.config, self.manifest
         resume = manifest["resume"] or {}
         loader_config = resolve_config(env={}, local_path=config.src, tokenizer=config.tokenizer,
                                        bad_records=config.bad_records)
-        stream = DocumentStream(loader_config, start=resume.get("next"), expect_files=files)
         bad = resume.get("bad_records") or {"count": 0, "examples": []}
-        stream.bad = BadRecords(**bad)
+        stream = DocumentStream(loader_config, start=resume.get("next"), expect=manifest["source"]["files"],
+                                bad=BadRecords(**bad))
         threads = config.threads or usable_cores()
         encoder = DocEncoder(tokenizer, threads, dtype_for(identity["version"]))
         self.encoder = encoder

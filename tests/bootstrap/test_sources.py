@@ -17,9 +17,10 @@ from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.loader.config import Shard, resolve_config
 from fwe_cli.bootstrap.part_writer import PartWriter
-from fwe_cli.loader.sources import DocumentStream
-from fwe_cli.loader.sources.local import BadRecords
-from fwe_cli.loader.sources.records import RecordSpec, RecordStream
+from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.registry import open_source
+from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.bootstrap.support import cli, core_run, killed_at, lines_of, manifest_of
 from tests.helpers import write_jsonl
@@ -108,9 +109,14 @@ def test_a_changed_local_source_is_not_resumed(tmp_path, messy_jsonl):
     assert again.exit_code == 8 and "local source changed" in again.stderr
 
 
-def _resumes_exactly(spec: RecordSpec, limit: int = 60) -> None:
+def _records(spec: SourceSpec, shard: Shard = Shard(), start: dict | None = None, all_fields: bool = False):
+    """The source's Records, as `fwe bootstrap` reads them."""
+    return open_source(spec, ReadOptions()).records(shard, start=start, all_fields=all_fields)
+
+
+def _resumes_exactly(spec: SourceSpec, shard: Shard = Shard(), limit: int = 60, all_fields: bool = False) -> None:
     """From the position saved after any record, a new stream yields exactly the records that followed."""
-    stream = RecordStream(spec)
+    stream = _records(spec, shard, all_fields=all_fields)
     seen, positions = [], []
     for record, _raw in stream:
         seen.append(record)
@@ -119,7 +125,7 @@ def _resumes_exactly(spec: RecordSpec, limit: int = 60) -> None:
             break
     assert len(seen) >= 20
     for k in (0, 7, len(seen) // 2, len(seen) - 2):
-        resumed = RecordStream(spec, start=orjson.loads(orjson.dumps(positions[k])))
+        resumed = _records(spec, shard, orjson.loads(orjson.dumps(positions[k])), all_fields)
         again = [record for record, _raw in _take(resumed, len(seen) - k - 1)]
         assert again == seen[k + 1:], f"resume after record {k}"
 
@@ -135,19 +141,19 @@ def _take(stream, n):
 
 def test_local_positions_resume_exactly(tmp_path, messy_jsonl):
     """JSONL (with bad lines), TXT, parquet and a directory of several files resume at the saved position."""
-    _resumes_exactly(RecordSpec(kind="local", local_path=str(messy_jsonl)), limit=200)
+    _resumes_exactly(SourceSpec("local", local_path=str(messy_jsonl)), limit=200)
     txt = tmp_path / "t" / "a.txt"
     txt.parent.mkdir()
     txt.write_text("".join(f"document {i}\n" + ("\n" if i % 5 == 0 else "") for i in range(40)))
     table = pa.table({"text": [f"row {i}" if i % 9 else None for i in range(45)], "id": [f"r{i}" for i in range(45)]})
     pq.write_table(table, tmp_path / "t" / "b.parquet", row_group_size=10)
-    _resumes_exactly(RecordSpec(kind="local", local_path=str(txt.parent), shard=Shard(3, 2)), limit=200)
-    _resumes_exactly(RecordSpec(kind="local", local_path=str(tmp_path / "t" / "b.parquet"), all_fields=True))
+    _resumes_exactly(SourceSpec("local", local_path=str(txt.parent)), Shard(3, 2), limit=200)
+    _resumes_exactly(SourceSpec("local", local_path=str(tmp_path / "t" / "b.parquet")), all_fields=True)
 
 
 def test_synthetic_positions_resume_exactly():
     """The synthetic stream, sharded, resumes at the saved index."""
-    _resumes_exactly(RecordSpec(kind="synthetic", seed=4, shard=Shard(4, 3)), limit=30)
+    _resumes_exactly(SourceSpec("synthetic", seed=4), Shard(4, 3), limit=30)
 
 
 def test_hub_positions_resume_exactly(monkeypatch):
@@ -156,15 +162,15 @@ def test_hub_positions_resume_exactly(monkeypatch):
     from datasets import Dataset
 
     rows = {"text": [None if i % 11 == 3 else f"hub doc {i}" for i in range(90)], "id": [f"h{i}" for i in range(90)]}
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream",
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict(rows).to_iterable_dataset(num_shards=3))
-    spec = RecordSpec(kind="hub", dataset="test/in-memory", shard=Shard(2, 1))
-    _resumes_exactly(spec, limit=40)
-    stream = RecordStream(spec)
+    spec = SourceSpec("hub", dataset="test/in-memory", hub_reader="datasets")
+    _resumes_exactly(spec, Shard(2, 1), limit=40)
+    stream = _records(spec, Shard(2, 1))
     records = [record for record, _ in stream]
     assert stream.bad.count == 8 and len(records) == (90 - 8) // 2 + ((90 - 8) % 2)
     position = dict(stream.position(), state=None)
-    later = RecordStream(spec, start={"index": 10, "rows": 11, "state": None})
+    later = _records(spec, Shard(2, 1), {"index": 10, "rows": 11, "state": None})
     assert [r for r, _ in later][0]["text"] == "hub doc 12"
     assert position["rows"] == 90
 
@@ -261,8 +267,8 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
         opened.append(revision)
         return Dataset.from_dict(rows).to_iterable_dataset(num_shards=4)
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.hub_revision", lambda dataset: "0123abcd" * 5)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset: "0123abcd" * 5)
     flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory", hub_reader="datasets")
     whole = core_run(tmp_path / "whole", **flags)
     assert whole["complete"] and whole["files"] >= 3 and manifest_of(tmp_path / "whole")["revision"] == "0123abcd" * 5
@@ -290,8 +296,8 @@ def test_hub_endpoint_that_cannot_serve_the_sha_falls_back_to_its_default_branch
             raise SourceError("no such revision")
         return Dataset.from_dict({"text": ["a", "b", "c"]}).to_iterable_dataset()
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.hub_revision", lambda dataset: "f" * 40)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset: "f" * 40)
     result = core_run(tmp_path / "out", gb=1, dataset="test/in-memory", hub_reader="datasets")
     manifest = manifest_of(tmp_path / "out")
     assert result["documents"] == 3 and manifest["revision"] == "f" * 40

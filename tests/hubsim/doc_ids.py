@@ -11,7 +11,7 @@ import sys
 import orjson
 
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.stream import DocumentStream
 
 
 def main(argv: list[str]) -> None:

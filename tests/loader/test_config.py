@@ -51,8 +51,8 @@ def test_flag_beats_variable_beats_default():
 
 def test_local_path_implies_local_source_unless_source_given():
     """Giving only local_path selects source 'local'; an explicit source is kept."""
-    assert resolve_config(env={}, local_path="x.jsonl").source == "local"
-    assert resolve_config(env={}, local_path="x.jsonl", source="synthetic").source == "synthetic"
+    assert resolve_config(env={}, local_path="x.jsonl").source.kind == "local"
+    assert resolve_config(env={}, local_path="x.jsonl", source="synthetic").source.kind == "synthetic"
 
 
 @pytest.mark.parametrize(

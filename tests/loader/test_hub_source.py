@@ -6,8 +6,10 @@ import pytest
 from fwe_cli.errors import SourceError
 from fwe_cli.loader import resolve_config
 from fwe_cli.loader.config import Shard
-from fwe_cli.loader.sources import DocumentStream
-from fwe_cli.loader.sources.records import RecordSpec, RecordStream
+from fwe_cli.loader.sources.hub_native import HubNative
+from fwe_cli.loader.sources.registry import open_source
+from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
+from fwe_cli.loader.sources.stream import DocumentStream
 
 ROWS = [
     {"text": "zero", "id": "a"},
@@ -22,11 +24,15 @@ ROWS = [
 @pytest.fixture(params=["datasets", "native"])
 def fake_hub(monkeypatch, request):
     """Both Hub readers yield ROWS instead of opening a dataset (loader and bootstrap open `datasets` through
-    open_hub_stream; the native reader's rows come from DocumentStream._open_native). Returns the reader's name."""
-    monkeypatch.setattr("fwe_cli.loader.sources.hub.open_hub_stream",
+    open_hub_stream; the native reader's rows come from its parquet reader, stood in for here, behind the listing it
+    opens with). Returns the reader's name."""
+    from fwe_cli.loader.sources import hub_native
+
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
-    monkeypatch.setattr(DocumentStream, "_open_native",
-                        lambda self, epoch, at: ((row, (0, 0, n)) for n, row in enumerate(ROWS, start=1)))
+    monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
+    monkeypatch.setattr(HubNative, "documents", lambda self, epoch, at, order: hub_native.iter_hub(
+        ((row, (0, 0, n)) for n, row in enumerate(ROWS, start=1)), self.spec.dataset, self.bad, self.options.strict))
     return request.param
 
 
@@ -55,7 +61,7 @@ def test_loader_and_bootstrap_read_the_same_hub_shard(fake_hub):
     """Shard 1 of 2 holds the same good rows whether the loader or bootstrap reads the Hub, with the same bad count."""
     loader = DocumentStream(hub_config(fake_hub, shard_mod=2, shard_rem=1))
     loader_texts = [d.text for d in loader]
-    records = RecordStream(RecordSpec(kind="hub", dataset="org/ds", shard=Shard(2, 1)))
+    records = open_source(SourceSpec("hub", dataset="org/ds", hub_reader="datasets"), ReadOptions()).records(Shard(2, 1))
     record_texts = [record["text"] for record, _line in records]
     assert loader_texts == record_texts == ["two", "five"]
     assert loader.bad.to_dict() == records.bad.to_dict()

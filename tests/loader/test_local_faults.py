@@ -12,7 +12,7 @@ import pytest
 
 from fwe_cli.errors import InputError, SourceError
 from fwe_cli.loader import ConfigError, LoaderConfig, resolve_config
-from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.local import resolve_files
 from tests.bootstrap.support import core_run, manifest_of
 from tests.helpers import invoke, write_jsonl

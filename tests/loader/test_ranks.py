@@ -91,7 +91,7 @@ def test_torchrun_training_loop_with_shuffle_splits_one_permutation(docs_jsonl, 
     """With a shuffle seed, the two torchrun ranks read disjoint documents covering all of them, each taking every
     other document of the same seeded permutation (what one process with that seed reads)."""
     from fwe_cli.loader import resolve_config
-    from fwe_cli.loader.sources import DocumentStream
+    from fwe_cli.loader.sources.stream import DocumentStream
 
     out = tmp_path / "out"
     out.mkdir()

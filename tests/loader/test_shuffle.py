@@ -9,7 +9,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources import DocumentStream
+from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import write_jsonl
 

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources import DocumentStream
-from fwe_cli.loader.sources.local import BadRecords, iter_local
+from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.local import iter_local
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
 
@@ -83,14 +84,14 @@ def test_shards_partition_the_stream(synthetic_jsonl):
 
 
 def test_synthetic_shards_partition_the_stream():
-    """The synthetic source's own index skipping gives the same partition as filtering the whole stream."""
+    """The synthetic stream split four ways gives shard r documents r, r+4, ...: a partition of the whole stream."""
     from itertools import islice
 
-    from fwe_cli.loader.config import Shard
-    from fwe_cli.loader.sources.synthetic import iter_synthetic
+    from fwe_cli.loader.config import Shard, resolve_config
 
-    whole = [d.id for d in islice(iter_synthetic(3), 40)]
-    parts = [[d.id for d in iter_synthetic(3, Shard(4, r), limit=40)] for r in range(4)]
+    base = resolve_config(env={}, source="synthetic", seed=3)
+    whole = [d.id for d in islice(DocumentStream(base), 40)]
+    parts = [[d.id for d in islice(DocumentStream(base.replace(shard=Shard(4, r))), 10)] for r in range(4)]
     assert sorted(sum(parts, [])) == sorted(whole)
     assert parts[2] == whole[2::4]
 

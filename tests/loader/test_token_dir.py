@@ -15,6 +15,7 @@ from fwe_cli.errors import ConfigError, InputError, SourceError
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import invoke, write_jsonl
+from fwe_cli.loader.sources.stream import DocumentStream
 from tests.loader.token_dirs import write_token_dir
 
 DOCS_PER_SHARD = 70
@@ -60,7 +61,8 @@ def test_token_dir_batches_equal_the_text_paths(data, tokenizer, name, monkeypat
 def test_tokenizer_defaults_to_the_manifests_and_smoke_passes(data, tmp_path):
     """Without --tokenizer, a token directory is read with the tokenizer it was made with; `fwe smoke --local-path
     TOKDIR` exits 0 with its checks (id range, separators) made against the manifest's vocab size and eos id."""
-    assert resolve_config(env={}, local_path=str(data / "gpt2")).tokenizer == "gpt2"
+    config = resolve_config(env={}, local_path=str(data / "gpt2"))
+    assert config.tokenizer is None and DocumentStream(config).tokenizer() == "gpt2"  # read from disk once opened
     smoke = invoke("smoke", "--local-path", str(data / "gpt2"), "--seq-len", "128", "--batch", "2", "--json",
                    "--artifacts-dir", str(tmp_path / "artifacts"))
     assert smoke.exit_code == 0, smoke.stderr

@@ -40,8 +40,9 @@ def supported(path: str) -> bool:
     return path.endswith(SUPPORTED_SUFFIXES) and not path.endswith(SIDECAR_MANIFEST_SUFFIX)
 
 
-def read_manifest(path: str | os.PathLike) -> dict:
-    """A bootstrap manifest's JSON, parsed; `path` is the manifest file itself or a bootstrap directory.
+def read_manifest(path: str | os.PathLike, what: str = "bootstrap manifest") -> dict:
+    """A bootstrap manifest's JSON (or, `what` says, another manifest's), parsed; `path` is the manifest file itself
+    or a bootstrap directory.
 
     The manifest's file name: `manifest.json` inside a bootstrap directory (MANIFEST_NAME), or `X.jsonl.manifest.json`
     beside a single-file bootstrap `X.jsonl` (SIDECAR_MANIFEST_SUFFIX); a path ending in `manifest.json` is read as
@@ -55,7 +56,7 @@ def read_manifest(path: str | os.PathLike) -> dict:
     try:
         return orjson.loads(Path(file).read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise SourceError(f"cannot read bootstrap manifest {file}: {exc}") from exc
+        raise SourceError(f"cannot read {what} {file}: {exc}") from exc
 
 
 def check_regular_file(path: str) -> None:
@@ -68,6 +69,34 @@ def check_regular_file(path: str) -> None:
         kind = next((name for test, name in _NOT_REGULAR if test(mode)), "of an unknown kind")
         raise InputError(f"{path} is {kind}, not a regular file: fwe reads only regular files "
                          "(write the data to a file first)")
+
+
+def bootstrap_manifest_path(path: str) -> str | None:
+    """The manifest of the bootstrap at `path` (a directory's manifest.json, or a single file's sidecar), or None
+    when `path` is not a bootstrap (a token directory's manifest is not a bootstrap's)."""
+    if os.path.isdir(path):
+        manifest = os.path.join(path, MANIFEST_NAME)
+    else:
+        manifest = path + SIDECAR_MANIFEST_SUFFIX
+    if not os.path.isfile(manifest):
+        return None
+    try:
+        found = read_manifest(manifest)
+    except SourceError:
+        return manifest  # damaged: reading it says so, naming it
+    return None if _is_token_manifest(found) else manifest
+
+
+def no_text(token_dir: str) -> SourceError:
+    """What reading a token directory as text raises."""
+    return SourceError(f"{token_dir} is a token directory (token shards, no text): the loader reads it as "
+                       "--local-path; text readers cannot")
+
+
+def _is_token_manifest(manifest: object) -> bool:
+    from fwe_cli.loader.sources.token_shards import TOKENS_FORMAT  # numpy's module: only where a manifest is read
+
+    return isinstance(manifest, dict) and manifest.get("format") == TOKENS_FORMAT
 
 
 def resolve_files(path: str, allow_partial: bool = False, verify_parts: bool = False) -> list[str]:
@@ -124,9 +153,8 @@ def manifest_problem(manifest: object) -> str | None:
 
 def _bootstrap_manifest(manifest_path: str) -> dict:
     manifest = read_manifest(manifest_path)
-    if isinstance(manifest, dict) and manifest.get("format") == "fwe-tokens/1":  # sources.token_dir.FORMAT
-        raise SourceError(f"{os.path.dirname(manifest_path)} is a token directory (token shards, no text): the loader "
-                          "reads it as --local-path; text readers cannot")
+    if _is_token_manifest(manifest):
+        raise no_text(os.path.dirname(manifest_path))
     problem = manifest_problem(manifest)
     if problem is not None:
         raise SourceError(f"{manifest_path} is not a bootstrap manifest ({problem})")

@@ -11,14 +11,16 @@ so the tail passes 40,000 characters about once in 800 documents.
 
 from __future__ import annotations
 
+import itertools
 from functools import lru_cache
 from importlib import resources
 from typing import Iterator
 
 import numpy as np
 
-from fwe_cli.loader.config import Shard
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.records import Records
 
 MEDIAN_CHARS = 2000
 SIGMA = 1.05
@@ -71,17 +73,26 @@ def _text(rng: np.random.Generator, target: int) -> str:
     return "".join(parts).rstrip()
 
 
-def synthetic_record(seed: int, index: int) -> dict:
-    """The FineWeb-Edu record number `index` of the stream with this seed (all ten fields)."""
+def _start(seed: int, index: int) -> tuple[np.random.Generator, str]:
+    """Record `index`'s generator and its text (drawn first, so every field after it is the same either way)."""
     rng = np.random.default_rng((seed & 0xFFFFFFFF, index))
     target = int(min(MAX_CHARS, max(MIN_CHARS, MEDIAN_CHARS * np.exp(SIGMA * rng.standard_normal()))))
-    text = _text(rng, target)
+    return rng, _text(rng, target)
+
+
+def _id(seed: int, index: int) -> str:
+    return f"<urn:uuid:{seed & 0xFFFFFFFF:08x}-0000-4000-8000-{index:012d}>"
+
+
+def synthetic_record(seed: int, index: int) -> dict:
+    """The FineWeb-Edu record number `index` of the stream with this seed (all ten fields)."""
+    rng, text = _start(seed, index)
     dump = DUMPS[index % len(DUMPS)]
     score = float(np.clip(2.5 + 0.7 * rng.standard_normal(), 0.0, 5.0))
     token_count = max(1, round(len(text) / 4.4))
     return {
         "text": text,
-        "id": f"<urn:uuid:{seed & 0xFFFFFFFF:08x}-0000-4000-8000-{index:012d}>",
+        "id": _id(seed, index),
         "dump": dump,
         "url": f"https://www.example-{index % 9973}.{DOMAINS[index % len(DOMAINS)]}/articles/{index}",
         "file_path": f"s3://commoncrawl/crawl-data/{dump}/segments/{index % 100:05d}/warc/synthetic.warc.gz",
@@ -93,13 +104,31 @@ def synthetic_record(seed: int, index: int) -> dict:
     }
 
 
-def iter_synthetic(
-    seed: int = 0, shard: Shard = Shard(), start: int = 0, limit: int | None = None
-) -> Iterator[Document]:
-    """Documents of the synthetic stream owned by `shard`, from stream index `start`, forever or `limit` indices."""
-    index = shard.first_owned(start)
-    stop = None if limit is None else start + limit
-    while stop is None or index < stop:
-        record = synthetic_record(seed, index)
-        yield Document(text=record["text"], id=record["id"])
-        index += shard.mod
+class SyntheticSource(Source):
+    """The built-in stream: record i depends only on (seed, i); no files, no network."""
+
+    fields = ("seed",)
+
+    @classmethod
+    def where(cls, spec) -> str:
+        return f"the synthetic source (seed {spec.seed})"
+
+    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+        seed = self.spec.seed
+        for index in itertools.count(at[0] if at else 0):
+            yield Document(text=_start(seed, index)[1], id=_id(seed, index)), (index + 1,)
+
+    def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
+        return SyntheticRecords(self, shard, start, all_fields, bad)
+
+
+class SyntheticRecords(Records):
+    """The shard's records, all ten fields; position {"index"}: the next record index of the stream."""
+
+    def _records(self) -> Iterator[tuple[dict, None]]:
+        shard, seed = self.shard, self.source.spec.seed
+        index = shard.first_owned(self.index)
+        while True:
+            self.index = index + 1
+            yield synthetic_record(seed, index), None
+            index += shard.mod

@@ -9,18 +9,20 @@ trainers read), plus a document index beside each shard.
 As llm.c writes them, every document is preceded by the end-of-text token: the token at each offset is that token
 and the document's own ids follow it. A shard holds whole documents.
 
-    write_shard(path, documents, eot, vocab_size)   # documents: sequences of ids (without end-of-text)
     tokens, offsets = read_shard(path)              # numpy memmap views; no copy, no Python loop per token
+
+fwe tokenize writes them (fwe_cli.tokens.shard_writer, with `header` and `index_path` from here); a token directory
+(its manifest: TOKENS_FORMAT) is read by fwe_cli.loader.sources.token_dir.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
 
 import numpy as np
 
 MAGIC = 20240520
+TOKENS_FORMAT = "fwe-tokens/1"
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
 VERSION_UINT16 = 1
@@ -56,22 +58,6 @@ def index_path(shard_path: str) -> str:
     return base + INDEX_SUFFIX
 
 
-def encode_shard(documents: Iterable[Sequence[int]], eot: int, vocab_size: int) -> tuple[bytes, np.ndarray]:
-    """(the shard's bytes, its document offsets) for `documents`, each preceded by `eot`."""
-    version = version_for(vocab_size)
-    dtype = dtype_for(version)
-    parts, offsets, position = [], [], 0
-    for ids in documents:
-        offsets.append(position)
-        doc = np.empty(len(ids) + 1, dtype=dtype)
-        doc[0] = eot
-        doc[1:] = ids
-        parts.append(doc)
-        position += len(doc)
-    body = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-    return header(position, version) + body.tobytes(), np.asarray(offsets, dtype=np.int64)
-
-
 def read_header(path: str) -> tuple[int, int]:
     """(version, number of tokens) of a shard; ShardFormatError naming the file when it is not one."""
     with open(path, "rb") as handle:
@@ -79,7 +65,11 @@ def read_header(path: str) -> tuple[int, int]:
     if head.size != HEADER_INTS or int(head[0]) != MAGIC:
         raise ShardFormatError(f"{path} is not a token shard (no magic {MAGIC} in its 1 KiB header)")
     version, count = int(head[1]), int(head[2])
-    expected = HEADER_BYTES + count * dtype_for(version).itemsize
+    try:
+        width = dtype_for(version).itemsize
+    except ShardFormatError as exc:
+        raise ShardFormatError(f"{path}: {exc}") from None
+    expected = HEADER_BYTES + count * width
     size = os.path.getsize(path)
     if size != expected:
         raise ShardFormatError(f"{path}: header says {count} tokens ({expected} bytes), the file has {size} bytes")
@@ -97,5 +87,7 @@ def read_shard(path: str) -> tuple[np.ndarray, np.ndarray]:
         raise ShardFormatError(f"{path}: its document index {index_path(path)} cannot be read ({exc})") from exc
     if offsets.ndim != 1 or (len(offsets) and (offsets[0] != 0 or offsets[-1] >= count)):
         raise ShardFormatError(f"{path}: its document index does not fit its {count} tokens")
+    if len(offsets) > 1 and not bool((np.diff(offsets) > 0).all()):  # every document holds at least its eot
+        raise ShardFormatError(f"{path}: its document index is out of order (offsets must increase)")
     return tokens, offsets
 

@@ -30,13 +30,11 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from fwe_cli.loader.config import TOKENIZER_BACKENDS
 from fwe_cli.errors import TokenizerError
+from fwe_cli.loader.tokenization.names import BYTE, BYTE_EOS_ID, HUB_ALIASES, TOKENIZER_BACKENDS, vocabulary_hash
 from fwe_cli.loader.tokenization.tiktoken_backend import NotExpressible, replace_lone_surrogates, try_tiktoken
 from fwe_cli.loader.transient import attempts_note
 
-BYTE_EOS_ID = 256
-HUB_ALIASES = {"gpt2": "openai-community/gpt2"}
 PACKAGED_REPOS = frozenset({"openai-community/gpt2", "gpt2"})  # Hub ids whose tokenizer.json ships offline
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
@@ -238,6 +236,18 @@ def resolve_tokenizer_file(spec: str) -> str:
     return _resolve(spec)[0]
 
 
+def tokenizer_vocabulary_hash(spec: str) -> str:
+    """`names.vocabulary_hash` of the tokenizer a spec names (its tokenizer.json fetched as for loading)."""
+    if spec == BYTE:
+        return vocabulary_hash(None)
+    path = resolve_tokenizer_file(spec)
+    try:
+        with open(path, "rb") as handle:
+            return vocabulary_hash(handle.read())
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"cannot read tokenizer {path}: {exc}") from exc
+
+
 def load_tokenizer(spec: str, backend: str = "auto", revalidate: bool = False) -> DocTokenizer:
     """Load a tokenizer from a spec ('byte', a tokenizer.json path or directory, or a Hub id; a Hub copy cached
     earlier is used as is unless `revalidate`).
@@ -246,7 +256,7 @@ def load_tokenizer(spec: str, backend: str = "auto", revalidate: bool = False) -
     always tokenizers; 'tiktoken': tiktoken, proven before this returns, or TokenizerError saying why not."""
     if backend not in TOKENIZER_BACKENDS:
         raise TokenizerError(f"tokenizer backend must be one of {', '.join(TOKENIZER_BACKENDS)}; got {backend!r}")
-    if spec == "byte":
+    if spec == BYTE:
         return ByteTokenizer()
     path, source, note = _resolve(spec, revalidate)
     stat = os.stat(path)

@@ -1,0 +1,118 @@
+"""Local text: plain files (JSONL/TXT/parquet, a directory or a glob of them) and a bootstrap (`fwe bootstrap`'s
+parts and manifest). Both are listed by local_files.resolve_files and read by the local readers (sources.local); a
+bootstrap is recognised by its manifest, its parts are checked against it (size always, sha256 with --verify-parts),
+and its artifacts say it is one. A token directory is sources.token_dir.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterator
+
+from fwe_cli.errors import SourceError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.local import JSONL_SUFFIXES, iter_local, scan_jsonl, scan_parquet, scan_txt
+from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, resolve_files
+from fwe_cli.loader.sources.records import Records
+
+
+class LocalPath(Source):
+    """What every reader of a --local-path shares: the spec field, listing once, and the files' fingerprint."""
+
+    fields = ("local_path",)
+    required = ("local_path",)
+
+    @classmethod
+    def where(cls, spec) -> str:
+        return str(spec.local_path)
+
+    def open(self, set_stage: Callable[[str], None]) -> None:
+        if self.files:
+            return
+        hashing = ", hashing bootstrap parts" if self.options.verify_parts else ""
+        set_stage(f"opening source (listing local files{hashing})")
+        self.files = self.list_files()
+
+    def list_files(self) -> list[str]:
+        return resolve_files(self.spec.local_path, allow_partial=self.options.allow_partial,
+                             verify_parts=self.options.verify_parts)
+
+    def fingerprint(self) -> list[dict]:
+        """Each file's absolute path, size and modification time: a file rewritten since changes one of them."""
+        out = []
+        for path in self.files:
+            info = os.stat(path)
+            out.append({"path": os.path.abspath(path), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns})
+        return out
+
+    def local_files(self) -> list[str]:
+        self.open(lambda stage: None)
+        return list(self.files)
+
+    def describe(self) -> dict:
+        return {"kind": self.spec.kind, "path": self.spec.local_path, "files": len(self.files),
+                "bad_records": self.bad.to_dict()}
+
+
+class LocalFiles(LocalPath):
+    """JSONL, TXT and parquet files: every document of each file, files in path order."""
+
+    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+        return iter_local(order(self.files, epoch), self.bad, self.options.strict, at)
+
+    def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
+        return LocalRecords(self, shard, start, all_fields, bad)
+
+
+class BootstrapDir(LocalFiles):
+    """`fwe bootstrap`'s output: a directory of parts with manifest.json, or X.jsonl with X.jsonl.manifest.json."""
+
+    @classmethod
+    def found(cls, spec, options) -> "BootstrapDir | None":
+        return cls(spec, options) if bootstrap_manifest_path(spec.local_path) is not None else None
+
+    def describe(self) -> dict:
+        return dict(super().describe(), bootstrap=True)
+
+
+class LocalRecords(Records):
+    """Records of local files; position {"index", "file", "offset", "line"} (offset: bytes, or rows for parquet)."""
+
+    def __init__(self, source: LocalPath, shard, start=None, all_fields=False, bad=None):
+        super().__init__(source, shard, start, all_fields, bad)
+        self.file = int(self.start.get("file", 0))
+        self.offset = int(self.start.get("offset", 0))
+        self.line = int(self.start.get("line", 0))
+
+    def _open(self) -> None:
+        super()._open()
+        if self.file > len(self.files):
+            raise SourceError(f"saved position names file #{self.file} but {self.source.spec.local_path} has "
+                              f"{len(self.files)} files")
+
+    def position(self) -> dict:
+        return {"index": self.index, "file": self.file, "offset": self.offset, "line": self.line}
+
+    def _records(self) -> Iterator[tuple[dict, bytes | None]]:
+        shard = self.shard
+        index = self.index
+        for file_no in range(self.file, len(self.files)):
+            start, line = (self.offset, self.line) if file_no == self.file else (0, 0)
+            for record, _text, lineno, end, raw in self._scan(self.files[file_no], start, line):
+                owned = shard.owns(index)
+                index += 1
+                if owned:
+                    self.file, self.offset, self.line, self.index = file_no, end, lineno, index
+                    yield record, raw
+
+    def _scan(self, path: str, start: int, line: int) -> Iterator[tuple[dict, str, int, int, bytes | None]]:
+        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None) for any format.
+
+        For JSONL, the hot path, it is scan_jsonl itself, with no adapter generator in between."""
+        if path.endswith(JSONL_SUFFIXES):
+            return scan_jsonl(path, self.bad, self.strict, start, line)
+        if path.endswith(".txt"):
+            return (({"text": text}, text, lineno, end, None) for text, lineno, end in scan_txt(path, start, line))
+        rows = scan_parquet(path, self.bad, self.strict, self.all_fields, start_row=start)
+        return ((record, record["text"], row, row, None) for record, row in rows)

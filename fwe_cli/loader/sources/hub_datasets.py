@@ -1,0 +1,174 @@
+"""The Hub read through `datasets` streaming (--hub-reader datasets): the reference for stream order, and what
+`fwe bootstrap --hub-reader datasets` copies.
+
+`datasets` is imported here, lazily: its imports cost more than a local or synthetic run's whole start, so those
+runs skip them.
+HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import orjson
+
+from fwe_cli.errors import SourceError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
+from fwe_cli.loader.sources.base import Order
+from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
+from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.transient import attempts_note, call_with_retries
+
+
+REVISION_TIMEOUT_S = 30.0
+
+
+def hub_revision(dataset: str, timeout: float = REVISION_TIMEOUT_S) -> str | None:
+    """The commit sha the dataset's default branch points at now, or None when the Hub cannot say.
+
+    `fwe bootstrap` records it in the manifest and pins it on resume, so a resumed copy reads the same data.
+    """
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(dataset, timeout=timeout).sha
+    except Exception:  # offline, gated, or an endpoint without the API: the revision is simply unknown
+        return None
+
+
+def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | None = None,
+                    all_columns: bool = False):
+    """Handshake, metadata and file listing: returns the streaming IterableDataset.
+
+    Only `text` and `id` are kept unless `all_columns`; `revision` pins a commit (None: the default branch).
+    Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient.
+    """
+    from fwe_cli.loader.hub_env import offline
+    from fwe_cli.loader.sources.hub_listing import check_reachable
+
+    if not offline():
+        check_reachable(dataset, revision)
+    try:
+        from datasets import load_dataset
+
+        stream = call_with_retries(
+            lambda: load_dataset(dataset, name=name, split=split, streaming=True, revision=revision),
+            f"opening Hub dataset {dataset}")
+    except Exception as exc:  # datasets/huggingface_hub raise many types; keep the cause chained
+        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r})"
+                          f"{attempts_note(exc)}: {exc}") from exc
+    columns = stream.column_names
+    if columns and "text" not in columns:
+        raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
+    if columns and not all_columns:
+        stream = stream.select_columns([c for c in ("text", "id") if c in columns])
+    return stream
+
+
+def hub_rows(stream, dataset: str, bad: BadRecords, strict: bool, rows: int = 0) -> Iterator[tuple[dict, int]]:
+    """(row, rows read so far) for each row of `stream` with a string `text`; `rows` counts rows read before.
+
+    A row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` and skipped, or with `strict`
+    raises SourceError naming it."""
+    for row in stream:
+        rows += 1
+        text = row.get("text")
+        if isinstance(text, str):
+            yield row, rows
+            continue
+        bad.reject(f"{dataset}#row{rows}", bad_text_reason(text), strict)
+
+
+def datasets_rows(stream, rows: int = 0) -> Iterator[tuple[dict, tuple]]:
+    """A `datasets` stream's rows with their position: (rows read,). A stream opened at a position skips that many
+    rows (`IterableDataset.skip`, which reads them: the `datasets` reader resumes in O(rows), the native one not)."""
+    if rows:
+        stream = stream.skip(rows)
+    for rows, row in enumerate(stream, start=rows + 1):
+        yield row, (rows,)
+
+
+class HubDatasets(HubSource):
+    """Streaming through `datasets`: the same documents in the same order as the native reader; it resumes by
+    reading and dropping rows (O(position)), and cannot be shuffled (it is the reference for stream order)."""
+
+    shuffle_refusal = ("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for stream "
+                       "order): drop --hub-reader datasets or the shuffle")
+    heavy_imports = ("datasets",)
+
+    @classmethod
+    def accepts(cls, spec) -> bool:
+        return spec.hub_reader == "datasets"
+
+    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+        spec = self.spec
+        stream = open_hub_stream(spec.dataset, spec.name, spec.split, spec.revision)
+        rows = at[0] if at else 0
+        return iter_hub(datasets_rows(stream, rows), spec.dataset, self.bad, self.options.strict, counted=rows)
+
+    def open(self, set_stage: Callable[[str], None]) -> None:
+        set_stage(f"opening source (Hub handshake, metadata and file listing for {self.spec.dataset})")
+
+    def latest_revision(self) -> str | None:
+        return hub_revision(self.spec.dataset)
+
+    def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
+        return HubRecords(self, shard, start, all_fields, bad)
+
+
+class HubRecords(Records):
+    """Rows of the `datasets` stream; position {"index", "rows", "state"}: rows read, and `datasets`' own
+    state_dict when it has one (a resume then skips nothing)."""
+
+    def __init__(self, source: HubDatasets, shard, start=None, all_fields=False, bad=None):
+        super().__init__(source, shard, start, all_fields, bad)
+        self.rows = int(self.start.get("rows", 0))
+        self._state = self.start.get("state")
+        self._stream = None
+        self._stateful = False
+
+    def _open(self) -> None:
+        spec = self.source.spec
+        try:
+            stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
+                                     all_columns=self.all_fields)
+            self.revision_pinned = spec.revision is not None
+        except SourceError:
+            if spec.revision is None:
+                raise
+            # An endpoint (a mirror, a test server) may list a sha it cannot serve files for: read its default
+            # branch instead, and say so (bootstrap records revision_pinned=false for the run).
+            stream = open_hub_stream(spec.dataset, spec.name, spec.split, all_columns=self.all_fields)
+            self.revision_pinned = False
+        if self._state is not None:
+            try:
+                stream.load_state_dict(self._state)
+                self._stateful = True
+            except Exception:  # a state from another datasets version: fall back to skipping rows
+                stream = stream.skip(self.rows)
+        elif self.rows:
+            stream = stream.skip(self.rows)
+        else:
+            self._stateful = hasattr(stream, "state_dict")
+        self._stream = stream
+
+    def position(self) -> dict:
+        state = None
+        if self._stateful:
+            state = self._stream.state_dict()
+            try:
+                orjson.dumps(state)
+            except TypeError:
+                state = None
+        return {"index": self.index, "rows": self.rows, "state": state}
+
+    def _records(self) -> Iterator[tuple[dict, None]]:
+        spec = self.source.spec
+        index = self.index
+        for row, rows in hub_rows(self._stream, spec.dataset, self.bad, self.strict, rows=self.rows):
+            owned = self.shard.owns(index)
+            index += 1
+            if owned:
+                self.index, self.rows = index, rows
+                yield row, None

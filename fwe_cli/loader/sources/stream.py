@@ -1,0 +1,133 @@
+"""`DocumentStream`: the shard's documents for a loader config, in stream order — the configured source (opened
+through the registry) ordered, shuffled and sharded by sources.order, from the start or from a saved position.
+
+    stream = DocumentStream(config)
+    for doc in stream: ...            # Documents with `resume` set: DocumentStream(config, start=doc.resume)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.order import ordered, permuted
+from fwe_cli.loader.sources.registry import open_source
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.loader.sources.base import Source
+    from fwe_cli.loader.sources.token_dir import ShardTokens
+
+
+class DocumentStream:
+    """The shard's documents for a config, in stream order, plus what was learned while reading.
+
+    Opening (which reader a local path needs, the file listing, the Hub handshake) happens on first use, inside the
+    producer, so its cost is measured as part of the first batch and a hang there is caught by the loader's timeout.
+    """
+
+    def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
+                 mark: Callable[[str], None] = lambda name: None, start: dict | None = None,
+                 expect: list[dict] | None = None, bad: BadRecords | None = None):
+        self.config = config
+        self.start = start
+        """A document's `resume`: the stream yields that document first (None: from the start)."""
+        self.expect = expect
+        """For a resumed stream: the files its positions were saved over (Source.fingerprint), checked on open."""
+        self._set_stage = set_stage
+        self._mark = mark
+        self._bad = bad
+        self._source: Source | None = None
+
+    @property
+    def source(self) -> Source:
+        """The object reading the configured source (created on first use: for a local path it looks at the disk)."""
+        if self._source is None:
+            self._source = open_source(self.config.source, self.config.read_options())
+            if self._bad is not None:  # a resumed run goes on counting from the bad records it had met
+                self._source.bad = self._bad
+        return self._source
+
+    @property
+    def bad(self) -> BadRecords:
+        """Malformed records met so far (the source's count)."""
+        return self.source.bad
+
+    @property
+    def opened(self) -> Source | None:
+        """The source if it has been created (never creates it: safe from the consumer thread)."""
+        return self._source
+
+    def describe(self) -> dict:
+        if self._source is None:
+            return {"kind": self.config.source.kind, **self.config.source.fields, "opened": False}
+        return self._source.describe()
+
+    def __iter__(self) -> Iterator[Document]:
+        c = self.config
+        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self.start):
+            self._mark("first_document")
+            yield doc
+
+    def _open(self) -> Source:
+        source = self.source
+        source.open(self._set_stage)
+        if self.expect is not None:
+            source.check_fingerprint(self.expect)
+            self.expect = None
+        return source
+
+    def _open_at(self, epoch: int, at: tuple | None) -> Iterator[tuple[Document, tuple]]:
+        """(document, position after it) of the whole stream in epoch `epoch`'s file order, from position `at`."""
+        docs = self._open().documents(epoch, at, self._epoch_order)
+        self._mark("source_opened")
+        self._set_stage("reading first document")
+        return docs
+
+    def _epoch_order(self, files: list, epoch: int) -> list:
+        """The files in epoch `epoch`'s order: as listed, or permuted by (shuffle seed, epoch)."""
+        seed = self.config.shuffle_seed
+        return files if seed is None else permuted(files, "files", seed, epoch)
+
+    def pretokenized(self) -> ShardTokens | None:
+        """For a token directory (fwe tokenize's output): its ShardTokens (eos id and vocab size from the manifest,
+        no tokenizer loaded), after checking that the config's tokenizer is the one the shards were made with."""
+        return self.source.pretokenized()
+
+    def tokenizer(self) -> str:
+        """The tokenizer the documents are encoded with: the config's, else the source's own."""
+        return self.config.tokenizer or self.source.default_tokenizer()
+
+    def in_order(self) -> bool:
+        """Whether every document is read, in file order (one shard, no shuffle): a token directory's stream is
+        then served by `token_chunks`."""
+        return self.config.shard.mod == 1 and self.config.shuffle_seed is None
+
+    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
+        """A token directory read in order: (ids, first document's `resume`, documents) per chunk of about
+        `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
+        source = self._open()
+        self._mark("source_opened")
+        start = self.start or {}
+        for epoch in range(int(start.get("epoch", 0)), self.config.epochs):
+            first = start if epoch == int(start.get("epoch", 0)) else None
+            for chunk in source.token_chunks(epoch, first, sizes):
+                self._mark("first_document")
+                yield chunk
+
+    def prepare(self) -> None:
+        """What the source's first request needs, done before the pipeline starts loading the tokenizer."""
+        self.source.prepare()
+
+    def read_ahead_now(self) -> None:
+        """The consumer has taken its first batch and wants more: background reads may run ahead now."""
+        if self._source is not None:
+            self._source.read_ahead_now()
+
+    def close(self) -> None:
+        """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""
+        if self._source is not None:
+            self._source.close()
