@@ -13,11 +13,11 @@ after its last batch.
 
 from __future__ import annotations
 
-import queue
 import threading
 from typing import Iterator
 
 from fwe_cli.errors import SourceError
+from fwe_cli.loader.handoff import END, Failure, Handoff
 from fwe_cli.loader.sources.hub_head_cache import HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.hub_env import resolve_url
@@ -27,17 +27,8 @@ READ_AHEAD_GROUPS = 4
 GATE_POLL_S = 0.05  # how often a gated read re-checks its condition (it is also woken when the condition changes)
 
 
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
 class _Stopped(Exception):
     """close() was called before a network read could start: the read-ahead ends without one."""
-
-
-_END = object()
-_CLOSED = object()  # put by close(): wakes a consumer waiting on the queue
 
 
 class HubParquetReader:
@@ -54,8 +45,8 @@ class HubParquetReader:
         self._serving = head is not None  # read-ahead thread: the row groups so far came from the head cache
         # consumer: the row groups so far are all in the head cache (which keeps a prefix of the stream)
         self._keeping = head is not None and self.start == (0, 0, 0)
-        self._queue: queue.Queue = queue.Queue(maxsize=read_ahead)
-        self._stop = threading.Event()
+        self._handoff = Handoff(read_ahead)
+        self._stop = self._handoff.stopped
         self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
         self._started = False
         # The gate: until the loader's consumer asks for a second batch, work past the head cache's rows (a network
@@ -66,18 +57,9 @@ class HubParquetReader:
         self._open = False
         self._consumer_waiting = False
 
-    def _put(self, item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
     def _pass_gate(self) -> None:
         with self._gate:
-            while not (self._open or self._stop.is_set() or (self._consumer_waiting and self._queue.empty())):
+            while not (self._open or self._stop.is_set() or (self._consumer_waiting and self._handoff.empty())):
                 self._gate.wait(GATE_POLL_S)
         if self._stop.is_set():
             raise _Stopped()
@@ -101,7 +83,7 @@ class HubParquetReader:
                 self._serving = False
                 break
             columns, last = hit
-            if not self._put(("rows", index, group, columns)):
+            if not self._handoff.put(("rows", index, group, columns)):
                 raise _Stopped()
             group += 1
             if last:
@@ -122,19 +104,19 @@ class HubParquetReader:
                 names = [n for n in self.columns if n in metadata.schema.to_arrow_schema().names]
                 if "text" not in names:
                     raise SourceError(f"{file.path}: parquet file has no 'text' column")
-                if not self._put(("file", index, metadata, footer_start, footer, names)):
+                if not self._handoff.put(("file", index, metadata, footer_start, footer, names)):
                     return
                 for group in range(first, metadata.num_row_groups):
                     start, end = column_span(metadata.row_group(group), names)
                     self._pass_gate()
                     last = group == metadata.num_row_groups - 1
-                    if not self._put(("group", group, last, start, fetch_range(url, start, end))):
+                    if not self._handoff.put(("group", group, last, start, fetch_range(url, start, end))):
                         return
-            self._put(_END)
+            self._handoff.put(END)
         except _Stopped:
             return
         except BaseException as exc:  # noqa: BLE001 - everything reaches the consumer
-            self._put(_Failure(exc))
+            self._handoff.put(Failure(exc))
 
     def starts_from_cache(self) -> bool:
         """Whether the stream's first row group is in the head cache (then nothing needs pyarrow before it)."""
@@ -149,12 +131,12 @@ class HubParquetReader:
 
     def _get(self):
         """The next queued item; while it waits on an empty queue, the consumer lets the read-ahead go past the gate."""
-        if self._queue.empty():
+        if self._handoff.empty():
             with self._gate:
                 self._consumer_waiting = True
                 self._gate.notify_all()
         try:
-            return self._queue.get()
+            return self._handoff.get()
         finally:
             self._consumer_waiting = False
 
@@ -168,9 +150,9 @@ class HubParquetReader:
         try:
             while True:
                 item = self._get()
-                if item is _END or item is _CLOSED:
+                if item is END:
                     return
-                if isinstance(item, _Failure):
+                if isinstance(item, Failure):
                     raise item.exc
                 if item[0] == "rows":
                     yield item[1], item[2], item[3]
@@ -201,17 +183,8 @@ class HubParquetReader:
         """Stop reading ahead; a range read in flight is abandoned, not awaited. Safe from another thread: a
         consumer waiting for the next row group wakes up and its iteration ends."""
         with self._gate:
-            self._stop.set()
+            self._handoff.stop()
             self._gate.notify_all()
-        try:
-            while True:
-                self._queue.get_nowait()
-        except queue.Empty:
-            pass
-        try:
-            self._queue.put_nowait(_CLOSED)
-        except queue.Full:  # the read-ahead thread refilled it meanwhile: the consumer is not waiting then
-            pass
 
 
 def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, tuple]]:
