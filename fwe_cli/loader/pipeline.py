@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Callable, Iterator
 
 import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
@@ -153,24 +153,9 @@ class Pipeline:
                 yield self._encode(docs), resume
                 self.stage = "reading documents"
             return
-        pending: deque[tuple[Future, dict | None]] = deque()
-        pool = self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
-        try:
-            for docs, resume in self._doc_batches():
-                pending.append((pool.submit(self._encode, docs), resume))
-                while len(pending) >= 2 * self.threads or (pending and pending[0][0].done()):
-                    self.stage = "tokenizing"
-                    future, first = pending.popleft()
-                    yield future.result(), first
-                self.stage = "reading documents"
-            while pending and not self._closing.is_set():
-                self.stage = "tokenizing"
-                future, first = pending.popleft()
-                yield future.result(), first
-        finally:
-            # Closing: encodes not started are cancelled and the producer does not wait for the ones running
-            # (their results are dropped); `join_workers` waits for those.
-            pool.shutdown(wait=not self._closing.is_set(), cancel_futures=True)
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
+        yield from in_order(self._pool, self.threads, self._encode, self._doc_batches(), self._closing.is_set,
+                            lambda waiting: self._set_stage("tokenizing" if waiting else "reading documents"))
 
     def close(self) -> None:
         """Stop producing: no further document batch is read or tokenized, and the source's background reads stop,
