@@ -7,27 +7,22 @@
 --bytes takes a byte count or a size with a suffix (K, M, G, T: powers of 1000; KiB, MiB, GiB: powers of 1024).
 An --out ending in .jsonl gives one file (manifest beside it), as the old script did; anything else a
 directory of parts. All the work is done by fwe_cli.bootstrap.run (the code behind `fwe bootstrap`), so an
-interrupted run resumes when re-run with the same flags. Exit codes are those of `fwe bootstrap --help`.
+interrupted run resumes when re-run with the same flags. Exit codes are those of `fwe bootstrap --help`. Runs
+with the Python that has fwe installed (the project's .venv).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import sys
 import threading
 
-try:
-    import fwe_cli  # noqa: F401
-except ImportError:  # run from a checkout without installing: use the checkout's package
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from fwe_cli.bootstrap.config import bootstrap_config  # noqa: E402
-from fwe_cli.bootstrap.run import run_bootstrap  # noqa: E402
-from fwe_cli.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line  # noqa: E402
-from fwe_cli.errors import FweError  # noqa: E402
+from fwe_cli.bootstrap.config import bootstrap_config
+from fwe_cli.bootstrap.run import run_bootstrap
+from fwe_cli.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line
+from fwe_cli.errors import FweError
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}

@@ -4,16 +4,14 @@
     python scripts/automation/fwe_smoke.py --seq-len 1024 --batch 1 --timeout 60 --report-docs 1000 --tokenizer gpt2
 
 Old flags: --seq-len --batch --timeout --report-docs --tokenizer byte|gpt2. Any other argument (e.g. --source synthetic,
---local-path F, --json) is passed to `fwe smoke` unchanged. Exit codes are those of `fwe smoke`.
+--local-path F, --json) is passed to `fwe smoke` unchanged. Exit codes are those of `fwe smoke`. Runs with the
+Python that has fwe installed (the project's .venv).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def translate(argv: list[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """Peer of `fwe smoke --source hub --tokenizer gpt2 --batch 8 --seq-len 1024 --batches 1`: what a user writes without
 fwe. Stream FineWeb-Edu with `datasets`, tokenize with `tokenizers`, stop at one 8x1024 batch of ids(doc) + [eos].
-Run: python scripts/peers/hf_stream_first_batch.py [OUT.npy]; scripts/bench_hub_start.py times it (whole process)."""
+Run: python scripts/peers/hf_stream_first_batch.py [OUT.npy]; `python -m scripts.bench.hub_start` times it (whole
+process)."""
 import sys
 import numpy as np
 from datasets import load_dataset

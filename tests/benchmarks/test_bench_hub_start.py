@@ -1,28 +1,29 @@
-"""scripts/bench_hub_start.py runs end to end against the test Hub: the 10-line `datasets` + `tokenizers` script and
-`fwe smoke --source hub` each run cold and warm in sealed processes, and every run hands over the SAME first
-8x1024 batch, token for token (fwe's Hub path must keep `datasets`' row order and the ids(doc) + [eos] packing).
+"""`python -m scripts.bench.hub_start` runs end to end against the test Hub: the 10-line `datasets` + `tokenizers`
+script and `fwe smoke --source hub` each run cold and warm in sealed processes, and every run hands over the SAME
+first 8x1024 batch, token for token (fwe's Hub path must keep `datasets`' row order and the ids(doc) + [eos] packing).
 The JSON carries every figure and verdict issue #12's acceptance asks for; no speed is asserted here."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parents[2]
+from scripts.bench.hub_start import peers
+from tests.helpers import REPO_ROOT
 
 
 def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, tmp_path):
     """1 rep, no warm-up, the session's ~4 MB root, 5 ms RTT, an --fwe-arg passed through: exit 0, identical batches,
-    the whole JSON shape."""
-    out = tmp_path / "bench_hub_start.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_hub_start.py"), "--reps", "1", "--warmup", "0",
-           "--rtt-ms", "5", "--root", str(hubsim_root), "--fwe-arg=--doc-batch=64", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    the whole JSON shape, written as hub_start-<UTC>.json into the --out folder (its path the one line on stdout)."""
+    cmd = [sys.executable, "-m", "scripts.bench.hub_start", "--reps", "1", "--warmup", "0", "--rtt-ms", "5",
+           "--root", str(hubsim_root), "--fwe-arg=--doc-batch=64", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = orjson.loads(out.read_bytes())
-    assert orjson.loads(proc.stdout) == report
+    written = Path(proc.stdout.strip())
+    assert written.parent == tmp_path and written.name.startswith("hub_start-") and written.suffix == ".json"
+    report = orjson.loads(written.read_bytes())
+    assert report["bench"] == "hub_start" and report["args"]["reps"] == 1
 
     assert report["first_batch_identical"] is True and report["all_runs_ok"] is True
     assert report["sealed_violations"] == []
@@ -63,9 +64,6 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
 
 def test_one_fwe_peer_per_hub_reader():
     """--hub-reader a,b makes one fwe peer per reader, each with `--hub-reader R` before the --fwe-arg flags."""
-    spec = importlib.util.spec_from_file_location("bench_hub_start", ROOT / "scripts" / "bench_hub_start.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    assert bench.peers([], ["--q=4"]) == {"fwe": ["--q=4"]}
-    assert bench.peers(["native", "datasets"], ["--q=4"]) == {"fwe[native]": ["--hub-reader", "native", "--q=4"],
-                                                              "fwe[datasets]": ["--hub-reader", "datasets", "--q=4"]}
+    assert peers([], ["--q=4"]) == {"fwe": ["--q=4"]}
+    assert peers(["native", "datasets"], ["--q=4"]) == {"fwe[native]": ["--hub-reader", "native", "--q=4"],
+                                                        "fwe[datasets]": ["--hub-reader", "datasets", "--q=4"]}

@@ -37,11 +37,20 @@ class Link:
         self.seconds_per_byte = 8.0 / bandwidth_bps
         self._free_at = 0.0
         self._lock = threading.Lock()
+        self.booked_bytes = 0  # the pacing record: bytes carried, from first_start to free_at (monotonic times)
+        self.first_start: float | None = None
+
+    @property
+    def free_at(self) -> float:
+        return self._free_at
 
     def book(self, ready: float, size: int) -> float:
         """When `size` bytes, ready at `ready`, have been carried (after every chunk booked before them)."""
         with self._lock:
-            self._free_at = max(ready, self._free_at) + size * self.seconds_per_byte
+            start = max(ready, self._free_at)
+            self.first_start = start if self.first_start is None else self.first_start
+            self._free_at = start + size * self.seconds_per_byte
+            self.booked_bytes += size
             return self._free_at
 
 
@@ -96,7 +105,7 @@ class RttProxy:
             raise ValueError(f"rtt_s and handshake_rtts must be >= 0, got {rtt_s!r}, {handshake_rtts!r}")
         self.upstream, self.rtt_s, self.handshake_rtts = upstream, rtt_s, handshake_rtts
         self.bandwidth_bps = bandwidth_bps
-        self._links = (Link(bandwidth_bps), Link(bandwidth_bps)) if bandwidth_bps else (None, None)
+        self.links = (Link(bandwidth_bps), Link(bandwidth_bps)) if bandwidth_bps else (None, None)  # (up, down)
         self.connections = 0
         self._listener = socket.create_server((host, port))
         self._listener.settimeout(0.2)
@@ -137,7 +146,7 @@ class RttProxy:
             ready = accepted + self.handshake_rtts * self.rtt_s
             done = _Countdown(2, lambda c=client, s=server: self._close_pair(c, s))
             half = self.rtt_s / 2
-            up, down = self._links
+            up, down = self.links
             _DelayLine(client, server, half, ready, f"hubsim-rtt-{number}-up", done.tick, up)
             _DelayLine(server, client, half, 0.0, f"hubsim-rtt-{number}-down", done.tick, down)
 

@@ -283,16 +283,19 @@ def test_link_books_bytes_one_after_another_across_connections():
         Link(0)
 
 
-def test_bandwidth_limited_proxy_keeps_bytes_and_takes_at_least_size_over_rate(hub, hubsim_root):
-    """Through RttProxy(bandwidth_bps=16 Mbit/s) a whole shard arrives unchanged, and no sooner than its size
-    over the rate (a lower bound the proxy guarantees, whatever the machine's load)."""
+def test_bandwidth_limited_proxy_keeps_bytes_and_paces_them_at_the_rate(hub, hubsim_root):
+    """Through RttProxy(bandwidth_bps=16 Mbit/s) a whole shard arrives unchanged, and every byte of it went through
+    the link's pacing: the downlink booked at least the shard's bytes back to back, so its schedule ends no sooner
+    than size over the rate after its first chunk could go (the writer sends no chunk before its booked time). Read
+    from the proxy's own pacing record, not from a clock, so it holds whatever the machine's load."""
     from tests.hubsim.proxy import RttProxy
 
     data = (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
     rate = 16e6
     with RttProxy(("127.0.0.1", hub.server.port), rtt_s=0.0, handshake_rtts=0, bandwidth_bps=rate) as proxy:
-        started = time.monotonic()
         status, _, body = request(proxy.url, "GET", f"{DS}/resolve/main/{SHARD0}")
-        took = time.monotonic() - started
+        up, down = proxy.links
     assert status == 200 and body == data
-    assert took >= len(data) * 8 / rate * 0.99
+    assert 0 < up.booked_bytes < 4096  # the request went through the uplink too
+    assert down.booked_bytes >= len(data)  # the body and the answer's headers
+    assert down.free_at - down.first_start >= down.booked_bytes * 8 / rate * (1 - 1e-9) >= len(data) * 8 / rate

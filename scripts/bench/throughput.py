@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: fwe's tokens/s against the loaders users would pick instead, and against this machine's ceiling.
 
 One run, one JSONL file, GPT-2's tokenizer.json (built offline by fwe_cli.loader.tokenization.gpt2_vocab), seq_len 1024, batch 8:
@@ -8,120 +7,53 @@ One run, one JSONL file, GPT-2's tokenizer.json (built offline by fwe_cli.loader
   (4) fwe       FineWebLoader with its defaults
   (5) rss       peak RSS of a loader process at seq_len 2048, batch 32, Q 64 (target < 600 MB)
 
-    python scripts/bench_throughput.py [--rounds 5] [--min-mb 80] [--skip naive,datasets,rss] [--out artifacts/bench]
+    python -m scripts.bench.throughput [--rounds 5] [--min-mb 80] [--skip naive,datasets,rss] [--out artifacts/bench]
 
 Data: ../shared/fineweb_real/ when present (fineweb_subset.json's records, and fineweb_sample.txt cut at line
 ends into documents of FineWeb-like log-normal length), wrapped in the FineWeb-Edu record schema and replicated to
-at least --min-mb of JSONL; synthetic records otherwise. Every stage is a fresh interpreter
-(scripts/bench_throughput_stages.py). Other work on a small shared machine makes single figures noisy, so (3)
+at least --min-mb of JSONL; synthetic records otherwise (scripts.bench.corpus). Every stage is a fresh interpreter
+(scripts.bench.throughput_stages). Other work on a small shared machine makes single figures noisy, so (3)
 and (4) run in alternating rounds and fwe/ceiling is taken per round; the JSON keeps every round, the median and
 the spread. Loader figures are steady state: tokens/s between the batches at 10 % and 90 % of the run (the
 end-to-end rate, tokenizer load included, is reported too). All stages must hash to the same id stream.
 Targets: fwe >= 0.85 x ceiling, >= 3.5 x datasets, >= 5 x naive; peak RSS < 600 MB.
-Writes artifacts/bench/throughput_<UTC>.json; a summary goes to stderr.
+Writes artifacts/bench/throughput-<UTC>.json; a summary goes to stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import orjson
 
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
+from scripts.bench import harness
+from scripts.bench.corpus import build_corpus, gpt2_tokenizer
+from scripts.bench.harness import say, spread
 
-from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
-from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json  # noqa: E402
-from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
-from fwe_cli.loader.sources.synthetic import synthetic_record  # noqa: E402
-
-REAL_DIR = os.path.join(ROOT, "..", "shared", "fineweb_real")
-STAGES_SCRIPT = os.path.join(ROOT, "scripts", "bench_throughput_stages.py")
+NAME = "throughput"
 TARGETS = {"fwe_vs_ceiling": 0.85, "fwe_vs_datasets": 3.5, "fwe_vs_naive": 5.0, "peak_rss_mb": 600.0}
 
 
-def real_texts() -> list[str]:
-    """fineweb_subset.json's texts, then fineweb_sample.txt cut at line ends into FineWeb-like lengths
-    (log-normal, median 1,684 characters, sigma 1.05, as the subset's own distribution)."""
-    with open(os.path.join(REAL_DIR, "fineweb_subset.json"), "rb") as handle:
-        texts = [record["text"] for record in orjson.loads(handle.read())]
-    with open(os.path.join(REAL_DIR, "fineweb_sample.txt"), encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    rng = np.random.default_rng(0)
-    target, current, size = 0, [], 0
-    for line in lines:
-        if not current:
-            target = int(np.clip(1684 * np.exp(1.05 * rng.standard_normal()), 200, 40_000))
-        current.append(line)
-        size += len(line) + 1
-        if size >= target:
-            texts.append("\n".join(current))
-            current, size = [], 0
-    if current:
-        texts.append("\n".join(current))
-    return texts
-
-
-def build_corpus(directory: str, min_mb: float, synthetic: bool = False) -> tuple[str, str]:
-    """A JSONL file of >= min_mb MB of FineWeb-Edu-shaped records; reused when already built. (path, kind)"""
-    real = not synthetic and os.path.isfile(os.path.join(REAL_DIR, "fineweb_subset.json")) and os.path.isfile(
-        os.path.join(REAL_DIR, "fineweb_sample.txt"))
-    kind = "real FineWeb text (../shared/fineweb_real: fineweb_subset.json + fineweb_sample.txt), replicated" \
-        if real else "synthetic FineWeb-Edu records (fwe_cli.loader.sources.synthetic)"
-    path = os.path.join(directory, f"{'real' if real else 'synthetic'}_{min_mb:g}mb.jsonl")
-    if os.path.isfile(path):
-        return path, kind
-    os.makedirs(directory, exist_ok=True)
-    texts = real_texts() if real else None
-    target, written, index = min_mb * 1e6, 0, 0
-    with open(path + ".tmp", "wb") as handle:
-        while written < target:
-            record = synthetic_record(0, index)
-            if texts is not None:
-                text = texts[index % len(texts)]
-                record.update(text=text, token_count=max(1, round(len(text) / 4.4)))
-            line = orjson.dumps(record) + b"\n"
-            handle.write(line)
-            written += len(line)
-            index += 1
-    os.replace(path + ".tmp", path)
-    return path, kind
-
-
 def run_stage(stage: str, data: str, tokenizer: str, *extra: str, timeout: float = 600) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSA_FWE_")}
-    env.update(PYTHONPATH=ROOT, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, STAGES_SCRIPT, stage, "--data", data, "--tokenizer", tokenizer, *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    """One stage of scripts.bench.throughput_stages in a fresh interpreter: its JSON line, plus the process's
+    seconds from spawn to exit; {stage, error, returncode} when it failed."""
+    cmd = [sys.executable, "-m", "scripts.bench.throughput_stages", stage, "--data", data, "--tokenizer", tokenizer,
+           *extra]
+    seconds, proc = harness.run_timed(cmd, env=harness.child_env(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"),
+                                      timeout=timeout)
     if proc.returncode != 0:
-        return {"stage": stage, "error": (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1],
-                "returncode": proc.returncode}
+        return {"stage": stage, "error": harness.failure_line(proc), "returncode": proc.returncode}
     result = orjson.loads(proc.stdout.strip().splitlines()[-1])
-    result["process_s"] = time.perf_counter() - t0
+    result["process_s"] = seconds
     return result
 
 
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def spread(values: list[float]) -> dict:
-    med = statistics.median(values)
-    return {"median": med, "min": min(values), "max": max(values),
-            "relative_spread": (max(values) - min(values)) / med if med else None, "all": values}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--rounds", type=int, default=5, help="alternating ceiling/fwe rounds (default 5)")
     parser.add_argument("--min-mb", type=float, default=80.0,
                         help="JSONL size to replicate the text to (default 80; at least 40 for the issue's figures: "
@@ -131,12 +63,15 @@ def main() -> None:
     parser.add_argument("--slow-stage-seconds", type=float, default=60.0,
                         help="stop the naive and datasets stages after this long (default 60; 0 = never)")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "fwe_bench_data"))
-    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench"))
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     skip = set(filter(None, args.skip.split(",")))
     load_before = os.getloadavg()
     data, kind = build_corpus(args.data_dir, args.min_mb, args.synthetic)
-    tokenizer = write_gpt2_tokenizer_json(os.path.join(args.data_dir, "gpt2"))
+    tokenizer = gpt2_tokenizer(os.path.join(args.data_dir, "gpt2"))
     with open(data, "rb") as handle:  # warm the page cache: every stage reads the same cached pages
         while handle.read(1 << 24):
             pass
@@ -152,27 +87,31 @@ def main() -> None:
         else:
             results["datasets"] = run_stage("datasets", data, tokenizer, *slow)
         say(f"datasets: {results['datasets'].get('steady_tokens_per_s', 0) / 1e6:.3f} M tokens/s")
-    rounds = []
-    for r in range(args.rounds):
-        ceiling = run_stage("ceiling", data, tokenizer, *(["--all-candidates"] if r == 0 else []))
-        fwe = run_stage("fwe", data, tokenizer)
-        rounds.append({"ceiling": ceiling, "fwe": fwe, "loadavg": os.getloadavg()})
+    loadavgs: list[tuple] = []
+
+    def after_round(r: int, done: dict) -> None:
+        ceiling, fwe = done["ceiling"][r], done["fwe"][r]
+        loadavgs.append(os.getloadavg())
         if "error" in ceiling or "error" in fwe:
             raise SystemExit(f"round {r + 1} failed: {ceiling.get('error') or fwe.get('error')}")
         best = ", ".join(f"{k.replace('tiktoken_', '')} {v['tokens_per_s'] / 1e6:.2f}"
                          for k, v in ceiling["candidates"].items())
         say(f"round {r + 1}: ceiling [{best}] fwe {fwe['steady_tokens_per_s'] / 1e6:.2f} M tokens/s "
             f"(backend {fwe['loader']['tokenizer']['backend']}, settled at batch "
-            f"{fwe['steady_window']['settled_at_batch']}), loadavg {os.getloadavg()[0]:.1f}")
+            f"{fwe['steady_window']['settled_at_batch']}), loadavg {loadavgs[-1][0]:.1f}")
+
+    done = harness.interleaved(args.rounds, {
+        "ceiling": lambda r: run_stage("ceiling", data, tokenizer, *(["--all-candidates"] if r == 0 else [])),
+        "fwe": lambda r: run_stage("fwe", data, tokenizer)}, rotate=False, after_rep=after_round)
+    rounds = [{"ceiling": c, "fwe": f, "loadavg": load} for c, f, load in zip(done["ceiling"], done["fwe"], loadavgs)]
     if "rss" not in skip:
         results["rss"] = run_stage("rss", data, tokenizer, "--seq-len", "2048", "--batch", "32", "--queue", "64")
         say(f"rss: peak {results['rss'].get('peak_rss_mb', float('nan')):.0f} MB")
     report = summarize(rounds, results)
     report.update(benchmark="throughput", data=kind, data_file=data, data_mb=os.path.getsize(data) / 1e6,
                   tokenizer="gpt2 (fwe_cli.loader.tokenization.gpt2_vocab)", seq_len=1024, batch_size=8, rounds=rounds,
-                  stages=results, loadavg_before=load_before, loadavg_after=os.getloadavg(),
-                  host=host_facts(), versions=package_versions())
-    path = write_json(os.path.join(args.out, f"throughput_{utc_stamp()}.json"), report)
+                  stages=results, loadavg_before=load_before, loadavg_after=os.getloadavg())
+    path = harness.write_result(NAME, args, report, args.data_dir)
     summary = report["summary"]
     say(f"ceiling method: {summary['ceiling_method']}; fwe/ceiling per round: "
         f"{', '.join(f'{x:.2f}' for x in summary['fwe_over_ceiling_per_round']['all'])}; "
@@ -180,7 +119,7 @@ def main() -> None:
     for name, check in report["acceptance"].items():
         say(f"{name}: {check}")
     say(f"ids identical across stages: {report['ids_identical']}  ->  {path}")
-    print(path)
+    return 0
 
 
 def summarize(rounds: list[dict], results: dict) -> dict:
@@ -226,4 +165,4 @@ def summarize(rounds: list[dict], results: dict) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Benchmark `fwe bootstrap` from the Hub against `hf download` of the same parquet files, through a slow link.
 
-    python scripts/bench_bootstrap_hub.py                      # 0.2 GB, 50 ms / 400 Mbit/s, 3 reps
-    python scripts/bench_bootstrap_hub.py --gb 0.2 --reps 3 --rtt-ms 50 --mbit 400 --workdir /tmp/fwe-bench-hub
+    python -m scripts.bench.bootstrap_hub                      # 0.2 GB, 50 ms / 400 Mbit/s, 3 reps
+    python -m scripts.bench.bootstrap_hub --gb 0.2 --reps 3 --rtt-ms 50 --mbit 400 --workdir /tmp/fwe-bench-hub
 
 Builds (once, reused) a test Hub root of `--mb` MB of parquet in `--shards` files (tests/hubsim), serves it on
 127.0.0.1 behind RttProxy (`--rtt-ms` round trip, `--mbit` Mbit/s shared by all connections each way), then per
@@ -12,34 +11,32 @@ rep, interleaved (the order alternates), each in a fresh process with a fresh HF
              files that bootstrap read (its row count mapped onto the shards' row counts)
 Wall-clock seconds per run, medians, and ratio = median fwe / median hf (target <= 1.5). Once, first, through
 the same link: `fwe bootstrap --hub-reader datasets` (the `datasets` streaming path, timed as `reference.seconds`)
-as the reference: every fwe run's parts must have the same sha256 as its parts (`identical`). Writes --out (default artifacts/bench/bootstrap-hub-<UTC>.json)
-and prints it; exit 1 if a run failed or an output differed.
+as the reference: every fwe run's parts must have the same sha256 as its parts (`identical`). Writes
+artifacts/bench/bootstrap_hub-<UTC>.json; exit 1 if a run failed, an output differed or the ratio missed its target.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import orjson
 
-import orjson  # noqa: E402
+from scripts.bench import harness
+from scripts.bench.harness import say
+from tests.hubsim.clientenv import client_env
+from tests.hubsim.proxy import RttProxy
+from tests.hubsim.repos import DATASET_REPO, MANIFEST, BuildSpec, build_repos
+from tests.hubsim.server import HubServer
 
-from tests.hubsim.clientenv import client_env  # noqa: E402
-from tests.hubsim.proxy import RttProxy  # noqa: E402
-from tests.hubsim.repos import DATASET_REPO, MANIFEST, BuildSpec, build_repos  # noqa: E402
-from tests.hubsim.server import HubServer  # noqa: E402
-
+NAME = "bootstrap_hub"
 BIN = Path(sys.executable).parent
+TARGET_RATIO = 1.5
 
 
 def ensure_root(root: Path, mb: float, shards: int) -> dict:
@@ -49,7 +46,7 @@ def ensure_root(root: Path, mb: float, shards: int) -> dict:
         manifest = orjson.loads(manifest_path.read_bytes())
         if manifest.get("spec", {}).get("mb") == mb and manifest.get("spec", {}).get("shards") == shards:
             return manifest
-    print(f"building {mb} MB in {shards} shards under {root} ...", file=sys.stderr)
+    say(f"building {mb} MB in {shards} shards under {root} ...")
     return build_repos(root, BuildSpec(mb=mb, shards=shards))
 
 
@@ -58,9 +55,8 @@ def part_hashes(out: Path) -> list[str]:
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-    seconds = time.perf_counter() - started
+    """(seconds from spawn to exit, the process) of a run that must succeed."""
+    seconds, proc = harness.run_timed(cmd, env=env, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... exit {proc.returncode}: {proc.stderr[-2000:]}")
     return seconds, proc
@@ -83,8 +79,9 @@ def files_read(documents: int, shards: list[dict]) -> list[str]:
 
 
 def run_all(args, report: dict, hub_manifest: dict, proxy: RttProxy, runs: Path) -> None:
-    """The reference (`datasets` reader, through the same link, once), then the interleaved reps."""
-    env = dict(os.environ, **client_env(proxy.url, runs / "home-ref"))
+    """The reference (`datasets` reader, through the same link, once), then the interleaved reps (the order
+    alternates: fwe first in even reps, hf first in odd ones)."""
+    env = harness.child_env(**client_env(proxy.url, runs / "home-ref"))
     reference = runs / "reference"
     seconds, proc = timed(fwe_cmd(args, reference, "--hub-reader", "datasets"), env)
     report["reference"] = {"reader": "datasets", "seconds": round(seconds, 3), "parts_sha256": part_hashes(reference)}
@@ -93,24 +90,27 @@ def run_all(args, report: dict, hub_manifest: dict, proxy: RttProxy, runs: Path)
     report.update(documents=result["documents"], jsonl_bytes=result["bytes"], files=files,
                   parquet_bytes=sum(s["bytes"] for s in hub_manifest["shards"][:len(files)]))
     extra = args.fwe_args.split()
-    for rep in range(args.reps):
-        for who in ("fwe", "hf") if rep % 2 == 0 else ("hf", "fwe"):
-            env = dict(os.environ, **client_env(proxy.url, runs / f"home-{who}-{rep}"))
-            out = runs / f"{who}-{rep}"
-            if who == "fwe":
-                seconds, _ = timed(fwe_cmd(args, out, *extra), env)
-                same = part_hashes(out) == report["reference"]["parts_sha256"]
-                report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3), "identical": same})
-            else:
-                seconds, _ = timed([str(BIN / "hf"), "download", DATASET_REPO, "--repo-type", "dataset",
-                                    "--local-dir", str(out), *files], env)
-                report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3)})
-            shutil.rmtree(out, ignore_errors=True)
-            print(orjson.dumps(report["runs"][-1]).decode(), file=sys.stderr)
+
+    def one(who: str, rep: int) -> float:
+        env = harness.child_env(**client_env(proxy.url, runs / f"home-{who}-{rep}"))
+        out = runs / f"{who}-{rep}"
+        if who == "fwe":
+            seconds, _ = timed(fwe_cmd(args, out, *extra), env)
+            same = part_hashes(out) == report["reference"]["parts_sha256"]
+            report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3), "identical": same})
+        else:
+            seconds, _ = timed([str(BIN / "hf"), "download", DATASET_REPO, "--repo-type", "dataset",
+                                "--local-dir", str(out), *files], env)
+            report["runs"].append({"rep": rep, "who": who, "seconds": round(seconds, 3)})
+        shutil.rmtree(out, ignore_errors=True)
+        say(orjson.dumps(report["runs"][-1]).decode())
+        return seconds
+
+    harness.interleaved(args.reps, {"fwe": lambda rep: one("fwe", rep), "hf": lambda rep: one("hf", rep)})
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--gb", type=float, default=0.2, help="fwe bootstrap --gb (JSONL GB to stage).")
     parser.add_argument("--mb", type=float, default=200.0, help="Parquet MB of the test Hub root.")
     parser.add_argument("--shards", type=int, default=8, help="Parquet files of the test Hub root.")
@@ -119,40 +119,37 @@ def main() -> int:
     parser.add_argument("--mbit", type=float, default=400.0, help="Link speed, Mbit/s, each way, shared.")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "fwe-bench-hub"))
     parser.add_argument("--fwe-args", default="", help="Extra fwe bootstrap flags, e.g. '--workers 2 --downloads 3'.")
-    parser.add_argument("--root", default=None, help="Test Hub root to use or build (default WORKDIR/root-MBmb-SHARDS).")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--root", default=None,
+                        help="Test Hub root to use or build (default WORKDIR/root-MBmb-SHARDS).")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     work = Path(args.workdir)
     root = Path(args.root or work / f"root-{args.mb:g}mb-{args.shards}")
     hub_manifest = ensure_root(root, args.mb, args.shards)
     runs = work / "runs"
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)
-    server = HubServer(root).start()
-    proxy = RttProxy(("127.0.0.1", server.port), rtt_s=args.rtt_ms / 1000, bandwidth_bps=args.mbit * 1e6).start()
     report: dict = {"benchmark": "bootstrap-hub", "gb": args.gb, "rtt_ms": args.rtt_ms, "mbit": args.mbit,
                     "hub_root_mb": args.mb, "shards": args.shards, "reps": args.reps, "fwe_args": args.fwe_args,
                     "cpus": os.cpu_count(), "load_avg_before": os.getloadavg(), "runs": []}
-    try:
+    with HubServer(root) as server, \
+            RttProxy(("127.0.0.1", server.port), rtt_s=args.rtt_ms / 1000, bandwidth_bps=args.mbit * 1e6) as proxy:
         run_all(args, report, hub_manifest, proxy, runs)
-    finally:
-        proxy.stop()
-        server.stop()
     for who in ("fwe", "hf"):
-        report[f"{who}_median_s"] = statistics.median(r["seconds"] for r in report["runs"] if r["who"] == who)
-    report["ratio"] = round(report["fwe_median_s"] / report["hf_median_s"], 3)
+        report[f"{who}_median_s"] = harness.median(r["seconds"] for r in report["runs"] if r["who"] == who)
+    report["ratio"] = harness.ratio(report["fwe_median_s"], report["hf_median_s"])
     report["identical"] = all(r["identical"] for r in report["runs"] if r["who"] == "fwe")
-    report["target_ratio"] = 1.5
-    report["ok"] = report["identical"] and report["ratio"] <= 1.5
+    report["target_ratio"] = TARGET_RATIO
+    report["ok"] = report["identical"] and report["ratio"] <= TARGET_RATIO
     report["load_avg_after"] = os.getloadavg()
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = Path(args.out or REPO / "artifacts" / "bench" / f"bootstrap-hub-{stamp}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
-    print(f"wrote {out}", file=sys.stderr)
+    harness.write_result(NAME, args, report, str(work))
+    say(f"fwe {report['fwe_median_s']:.2f} s, hf download {report['hf_median_s']:.2f} s (medians): "
+        f"{report['ratio']}x (target <= {TARGET_RATIO}), identical: {report['identical']}")
     return 0 if report["ok"] else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

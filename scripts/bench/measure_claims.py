@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: the timing claims of `fwe measure` and `fwe tune` on this node, as JSON (they depend on wall time,
 so they live here, not in the test suite).
 
@@ -7,26 +6,24 @@ so they live here, not in the test suite).
 2. planted slow setting: a tune sweep with one doc batch value slowed by FWE_TEST_SLOW_DOC_BATCH ranks it far
    below the others, and neither recommends it nor counts it as tied with the best.
 
-    python scripts/bench_measure_claims.py [--out artifacts/bench]
+    python -m scripts.bench.measure_claims [--out artifacts/bench]
 
-Each claim is recorded with its figures and `holds` (true/false); the exit code is 1 when one does not hold.
+Each claim is recorded with its figures and `holds` (true/false) in artifacts/bench/measure_claims-<UTC>.json;
+the exit code is 1 when one does not hold.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from fwe_cli.loader.config import resolve_config
+from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+from fwe_cli.measure.tune import TunePlan, run_tune
+from scripts.bench import harness
+from scripts.bench.harness import say
 
-from fwe_cli.artifacts import provenance, utc_stamp, write_json  # noqa: E402
-from fwe_cli.loader.config import resolve_config  # noqa: E402
-from fwe_cli.measure.phase0 import MeasurePlan, run_measure  # noqa: E402
-from fwe_cli.measure.tune import TunePlan, run_tune  # noqa: E402
-
+NAME = "measure_claims"
 SLOW_DOC_BATCH, SLOW_MS = 16, 100
 
 
@@ -60,18 +57,19 @@ def planted_slow_setting(work: str) -> dict:
     return {"medians_tokens_per_s": medians, "recommended": rec and rec["setting"], "holds": holds}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="artifacts/bench")
-    args = parser.parse_args()
+def parser():
+    return harness.bench_parser(NAME, __doc__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     with tempfile.TemporaryDirectory(prefix="fwe-bench-") as work:
         claims = {"stall_ordering": stall_ordering(work), "planted_slow_setting": planted_slow_setting(work)}
-    path = write_json(os.path.join(args.out, f"measure_claims_{utc_stamp()}.json"), {"claims": claims, **provenance()})
+    harness.write_result(NAME, args, {"claims": claims})
     for name, claim in claims.items():
-        print(f"{name}: {'holds' if claim['holds'] else 'DOES NOT HOLD'}", file=sys.stderr)
-    print(path)
+        say(f"{name}: {'holds' if claim['holds'] else 'DOES NOT HOLD'}")
     return 0 if all(claim["holds"] for claim in claims.values()) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

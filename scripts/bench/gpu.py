@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark on a CUDA GPU: a small GPT trained for a few hundred steps, fed by
   (a) text     fwe's FineWebLoader on JSONL text (GPT-2, tokenized on the fly)
   (b) tokens   fwe's FineWebLoader on a token directory of the same text (pre-tokenized llm.c shards)
@@ -7,26 +6,26 @@ reporting per feed: training tokens/s, the data-wait (stall) fraction of the ste
 time. Each feed runs in a fresh interpreter (its first batch includes its imports and opening; no fork follows a
 tokenizer). Without a CUDA GPU (or torch) it says so in one line and exits 0.
 
-    python scripts/bench_gpu.py [--steps 300] [--seq-len 1024] [--batch 8] [--min-mb 60] [--workers 4] [--out artifacts/bench]
+    python -m scripts.bench.gpu [--steps 300] [--seq-len 1024] [--batch 8] [--min-mb 60] [--workers 4]
+                                [--out artifacts/bench]
 
-Data: as scripts/bench_token_path.py (../shared/fineweb_real replicated, else synthetic records); the token directory
-is built once from it (tiktoken, proven identical to GPT-2's tokenizer.json built offline).
-Writes artifacts/bench/gpu_<UTC>.json; a summary goes to stderr.
+Data: as scripts.bench.token_path (../shared/fineweb_real replicated, else synthetic records); the token directory
+is built once from it by fwe's own tokenize run (GPT-2's tokenizer.json built offline) and reused.
+Writes artifacts/bench/gpu-<UTC>.json; a summary goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from scripts.bench import harness
+from scripts.bench.harness import say
 
+NAME = "gpu"
 FEEDS = ("text", "tokens", "datasets")
 WARMUP_STEPS = 10  # excluded from the steady figures (CUDA kernels' first launches, allocator growth)
 
@@ -143,63 +142,60 @@ def train(feed: str, args) -> dict:
             "final_loss": float(loss), "gpu": torch.cuda.get_device_name()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--min-mb", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=4, help="DataLoader workers of feed (c)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "fwe_bench_gpu"))
-    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench"))
     parser.add_argument("--feed", choices=FEEDS, help=argparse.SUPPRESS)  # one feed, in this process (internal)
     for name in ("corpus", "token_dir", "tokenizer"):
         parser.add_argument(f"--{name.replace('_', '-')}", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def token_dir(corpus: str, tokenizer: str, directory: str) -> str:
+    """The token directory of `corpus`, made by fwe's tokenize run unless a complete one is there already."""
+    from fwe_cli.tokens.run import TokenizeConfig, run_tokenize
+
+    run_tokenize(TokenizeConfig(src=corpus, out=directory, tokenizer=tokenizer, shard_tokens=10_000_000))
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     missing = gpu_missing()
     if missing:
-        print(f"bench_gpu: no CUDA GPU here ({missing}); nothing measured", file=sys.stderr)
-        return
+        say(f"scripts.bench.gpu: no CUDA GPU here ({missing}); nothing measured")
+        return 0
     import orjson
 
     if args.feed:
         print(orjson.dumps(train(args.feed, args)).decode())
-        return
-    from bench_throughput import build_corpus, say
-    from bench_token_path import ceiling, write_token_dir
-    from fwe_cli.artifacts import utc_stamp, write_json
-    from fwe_cli.hostinfo import host_facts, package_versions
-    from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
-    from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json
+        return 0
+    from scripts.bench.corpus import build_corpus, gpt2_tokenizer
 
     os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     corpus, kind = build_corpus(args.work, args.min_mb)
-    tok_path = os.path.join(args.work, "gpt2", "tokenizer.json")
-    if not os.path.isfile(tok_path):
-        write_gpt2_tokenizer_json(os.path.dirname(tok_path))
-    token_dir = os.path.join(args.work, "tokens")
-    if not os.path.isfile(os.path.join(token_dir, "manifest.json")):
-        with open(corpus, "rb") as handle:
-            texts = [orjson.loads(line)["text"] for line in handle]
-        tokenizer = load_tokenizer(tok_path, backend="tiktoken")
-        write_token_dir(token_dir, ceiling(tokenizer, texts)[1], tok_path, tokenizer.eos_id, tokenizer.vocab_size)
+    tok_path = gpt2_tokenizer(os.path.join(args.work, "gpt2"))
+    tokens = token_dir(corpus, tok_path, os.path.join(args.work, "tokens"))
     feeds = {}
     for feed in FEEDS:
         say(f"feed {feed} ...")
-        proc = subprocess.run([sys.executable, __file__, "--feed", feed, "--corpus", corpus, "--token-dir", token_dir,
-                               "--tokenizer", tok_path, "--steps", str(args.steps), "--seq-len", str(args.seq_len),
-                               "--batch", str(args.batch), "--workers", str(args.workers)],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=1800)
+        _, proc = harness.run_timed([sys.executable, "-m", "scripts.bench.gpu", "--feed", feed, "--corpus", corpus,
+                                     "--token-dir", tokens, "--tokenizer", tok_path, "--steps", str(args.steps),
+                                     "--seq-len", str(args.seq_len), "--batch", str(args.batch), "--workers",
+                                     str(args.workers), "--out", args.out], timeout=1800)
         feeds[feed] = orjson.loads(proc.stdout.splitlines()[-1]) if proc.returncode == 0 else {
-            "error": (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1], "returncode": proc.returncode}
+            "error": harness.failure_line(proc), "returncode": proc.returncode}
         say(f"  {feeds[feed]}")
-    result = {"benchmark": "gpu_feeds", "corpus": {"path": corpus, "kind": kind}, "seq_len": args.seq_len,
-              "batch": args.batch, "steps": args.steps, "workers": args.workers, "feeds": feeds,
-              "host": host_facts(), "packages": package_versions()}
-    path = os.path.join(args.out, f"gpu_{utc_stamp()}.json")
-    write_json(path, result)
-    say(f"wrote {path}")
+    harness.write_result(NAME, args, {
+        "benchmark": "gpu_feeds", "corpus": {"path": corpus, "kind": kind}, "seq_len": args.seq_len,
+        "batch": args.batch, "steps": args.steps, "workers": args.workers, "feeds": feeds}, args.work)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Benchmark (issue #12): whole-process time of `fwe smoke --source hub` vs a 10-line datasets + tokenizers script.
 
-    python scripts/bench_hub_start.py [--reps 3] [--rtt-ms 50] [--root /tmp/hub-start] [--mb 280 --shards 14]
+    python -m scripts.bench.hub_start [--reps 3] [--rtt-ms 50] [--root /tmp/hub-start] [--mb 280 --shards 14]
                                       [--hub-reader native,datasets] [--fwe-arg=--doc-batch=64 ...]
-                                      [--warmup 1] [--out artifacts/bench_hub_start.json] [--check]
+                                      [--warmup 1] [--out artifacts/bench] [--check]
 
 Both peers fetch the same first 8x1024 batch of GPT-2 ids (ids(doc) + [eos], rows in dataset order) from the test
 Hub (tests/hubsim: FineWeb-Edu's real layout, README `configs:` + `sample/10BT/*.parquet`, and the gpt2
@@ -24,7 +23,7 @@ run, and the acceptance ratios fwe/script (cold <= 0.4, warm <= 0.2). The saved 
 across all runs.
 
 Without --root the repos are built in a temporary folder; with --root they are built there unless it already holds
-a build (hubsim.json), which is then reused as is. Writes the JSON to --out and prints it on stdout (progress on
+a build (hubsim.json), which is then reused as is. Writes artifacts/bench/hub_start-<UTC>.json (progress on
 stderr). Exit 0: every run ok, batches identical, nothing left the seal (the verdict is in the JSON; with --check
 exit 3 when it fails); exit 1: a run failed, batches differ, or the seal was hit; exit 2: bad usage.
 Compare figures from the same machine only.
@@ -35,26 +34,25 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import orjson
 
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
+from fwe_cli.artifacts import utc_iso
+from scripts.bench import harness
+from scripts.bench.harness import REPO_ROOT, median, say
+from tests.hubsim.bench import request_summary, sealed_run
+from tests.hubsim.clientenv import client_env
+from tests.hubsim.proxy import RttProxy
+from tests.hubsim.repos import MANIFEST, BuildSpec, build_repos
+from tests.hubsim.server import HubServer
 
-from fwe_cli.artifacts import provenance, utc_iso, write_json  # noqa: E402
-from tests.hubsim.bench import request_summary, sealed_run  # noqa: E402
-from tests.hubsim.clientenv import client_env  # noqa: E402
-from tests.hubsim.proxy import RttProxy  # noqa: E402
-from tests.hubsim.repos import MANIFEST, BuildSpec, build_repos  # noqa: E402
-from tests.hubsim.server import HubServer  # noqa: E402
-
-PEER_SCRIPT = ROOT / "scripts" / "peers" / "hf_stream_first_batch.py"
+NAME = "hub_start"
+PEER_SCRIPT = REPO_ROOT / "scripts" / "peers" / "hf_stream_first_batch.py"
 SCRIPT = "script"
 LIMITS = {"cold": 0.4, "warm": 0.2}
 BATCH, SEQ_LEN = 8, 1024
@@ -65,7 +63,7 @@ def fwe_smoke_has(flag: str) -> bool:
     """Whether `fwe smoke --help` lists `flag` (its help is rendered by rich, so read it wide)."""
     env = dict(os.environ, COLUMNS="400", TERM="dumb", NO_COLOR="1")
     proc = subprocess.run([sys.executable, "-m", "fwe_cli", "smoke", "--help"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+                          cwd=REPO_ROOT, env=env, timeout=120)
     return flag in proc.stdout
 
 
@@ -99,7 +97,7 @@ def run_once(peer: str, extra: list[str], rep: int, cache: str, order: int, endp
     suffix = ".npy" if peer == SCRIPT else ".npz"
     batch_path = workdir / "batches" / f"{peer}_rep{rep}_{cache}{suffix}"
     args = command(peer, extra, batch_path, workdir / "fwe_artifacts")
-    log = hub.new_log()
+    hub.new_log()
     load_1m = os.getloadavg()[0]
     try:
         proc, wall = sealed_run(args, endpoint, home, workdir, RUN_TIMEOUT_S)
@@ -129,26 +127,22 @@ def run_once(peer: str, extra: list[str], rep: int, cache: str, order: int, endp
     return record, batch
 
 
-def median(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 4) if values else None
-
-
 def summarise(runs: list[dict], names: list[str]) -> dict:
     out: dict = {}
     for name in names:
         out[name] = {}
         for cache in ("cold", "warm"):
             mine = [r for r in runs if r["peer"] == name and r["cache"] == cache]
-            entry = {"wall_s_median": median([r["wall_s"] for r in mine]), "wall_s": [r["wall_s"] for r in mine],
-                     "server_requests_median": median([r["server_requests"] for r in mine]),
-                     "server_connections_median": median([r["server_connections"] for r in mine])}
+            entry = {"wall_s_median": median((r["wall_s"] for r in mine), 4), "wall_s": [r["wall_s"] for r in mine],
+                     "server_requests_median": median((r["server_requests"] for r in mine), 4),
+                     "server_connections_median": median((r["server_connections"] for r in mine), 4)}
             if name != SCRIPT:
-                entry.update({"first_batch_s_median": median([r["first_batch_s"] for r in mine]),
+                entry.update({"first_batch_s_median": median((r["first_batch_s"] for r in mine), 4),
                               "first_batch_s": [r["first_batch_s"] for r in mine],
-                              "fwe_requests_median": median([r["fwe_requests"] for r in mine]),
+                              "fwe_requests_median": median((r["fwe_requests"] for r in mine), 4),
                               "outside_first_batch_s_median": median(
-                                  [r["wall_s"] - r["first_batch_s"] for r in mine if r["first_batch_s"] is not None])})
+                                  (r["wall_s"] - r["first_batch_s"] for r in mine if r["first_batch_s"] is not None),
+                                  4)})
             out[name][cache] = entry
     return out
 
@@ -159,7 +153,7 @@ def acceptance(summary: dict, fwe_names: list[str]) -> dict:
         verdict: dict = {}
         for cache, limit in LIMITS.items():
             fwe_s, script_s = summary[name][cache]["wall_s_median"], summary[SCRIPT][cache]["wall_s_median"]
-            ratio = round(fwe_s / script_s, 4) if fwe_s and script_s else None
+            ratio = harness.ratio(fwe_s, script_s, digits=4)
             verdict[cache] = {"fwe_wall_s": fwe_s, "script_wall_s": script_s, "ratio": ratio, "limit": limit,
                               "pass": ratio is not None and ratio <= limit}
         verdict["pass"] = all(verdict[c]["pass"] for c in LIMITS)
@@ -172,12 +166,12 @@ def prepare_root(args: argparse.Namespace, tmp: Path) -> tuple[Path, dict, bool]
     root = Path(args.root) if args.root else tmp / "hub"
     if (root / MANIFEST).exists():
         return root, orjson.loads((root / MANIFEST).read_bytes()), True
-    print(f"building {args.mb:g} MB in {args.shards} shards under {root} ...", file=sys.stderr, flush=True)
+    say(f"building {args.mb:g} MB in {args.shards} shards under {root} ...")
     return root, build_repos(root, BuildSpec(mb=args.mb, shards=args.shards)), False
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--reps", type=int, default=3, help="Interleaved reps; figures are their medians "
                                                                "(default 3).")
     parser.add_argument("--rtt-ms", type=float, default=50.0, help="Added round-trip time in ms (default 50).")
@@ -193,16 +187,18 @@ def main(argv: list[str] | None = None) -> int:
                                                          "peer each (e.g. native,datasets); default: no such flag.")
     parser.add_argument("--fwe-arg", action="append", default=[], help="Extra argument for every fwe smoke run "
                                                                         "(repeatable; write --fwe-arg=--flag).")
-    parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench_hub_start.json"), help="JSON output path.")
     parser.add_argument("--check", action="store_true", help="Exit 3 when an fwe peer misses the acceptance ratios.")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    bench_parser = parser()
+    args = harness.parse(bench_parser, argv)
     if args.reps < 1 or args.rtt_ms < 0 or args.warmup < 0:
-        parser.error("--reps must be >= 1, --rtt-ms and --warmup >= 0")
+        bench_parser.error("--reps must be >= 1, --rtt-ms and --warmup >= 0")
     hub_readers = [r.strip() for r in args.hub_reader.split(",") if r.strip()]
     if hub_readers and not fwe_smoke_has("--hub-reader"):
-        print("error: --hub-reader given but `fwe smoke --help` lists no --hub-reader flag (this fwe has none)",
-              file=sys.stderr)
-        return 2
+        bench_parser.error("--hub-reader given but `fwe smoke --help` lists no --hub-reader flag (this fwe has none)")
     fwe_peers = peers(hub_readers, args.fwe_arg)
     names = [SCRIPT, *fwe_peers]
     started = utc_iso()
@@ -229,15 +225,14 @@ def main(argv: list[str] | None = None) -> int:
                 into.append(record)
                 fwe = (f" first_batch_s={record['first_batch_s']} fwe_requests={record['fwe_requests']}"
                        if name != SCRIPT else "")
-                print(f"rep {rep} {cache:6} {name:16} wall {record['wall_s']:.3f} s rc={record['rc']} "
-                      f"server_requests={record['server_requests']}{fwe} load={record['load_1m_at_start']}",
-                      file=sys.stderr, flush=True)
+                say(f"rep {rep} {cache:6} {name:16} wall {record['wall_s']:.3f} s rc={record['rc']} "
+                    f"server_requests={record['server_requests']}{fwe} load={record['load_1m_at_start']}")
 
             for i in range(args.warmup):  # pages in interpreters, packages and .pyc files; not in the figures
                 for name in names:
                     run(name, -1 - i, "warmup", tmp / f"hf_home_warmup{i}_{name}", warmups)
             for rep in range(args.reps):
-                order = names[rep % len(names):] + names[:rep % len(names)]
+                order = harness.rotation(names, rep)
                 homes = {name: tmp / f"hf_home_rep{rep}_{i}" for i, name in enumerate(names)}
                 for cache in ("cold", "warm"):
                     for name in order:
@@ -259,24 +254,22 @@ def main(argv: list[str] | None = None) -> int:
                      "batch": BATCH, "seq_len": SEQ_LEN, "hub_readers": hub_readers, "fwe_args": args.fwe_arg,
                      "order": "per rep: every peer cold, then every peer warm; peer order rotates each rep"},
         "root": {"path": str(args.root) if args.root else None, "reused": reused, "manifest": manifest},
-        "commands": commands, "env": env, "cwd": str(ROOT),
+        "commands": commands, "env": env, "cwd": str(REPO_ROOT),
         "summary": summary, "acceptance": verdicts,
         "pass": bool(verdicts) and all(v["pass"] for v in verdicts.values()),
         "all_runs_ok": all_ok, "first_batch_identical": identical and reference is not None,
         "sealed_violations": violations,
         "load_avg": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
         "runs": runs, "warmup_runs": warmups,
-        **provenance(str(ROOT)),
     }
-    write_json(args.out, report)
-    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    harness.write_result(NAME, args, report, str(REPO_ROOT))
     for name, verdict in verdicts.items():
-        print(f"{name}: cold {verdict['cold']['ratio']}x (<= 0.4: {verdict['cold']['pass']}), warm "
-              f"{verdict['warm']['ratio']}x (<= 0.2: {verdict['warm']['pass']}); wrote {args.out}", file=sys.stderr)
+        say(f"{name}: cold {verdict['cold']['ratio']}x (<= 0.4: {verdict['cold']['pass']}), warm "
+            f"{verdict['warm']['ratio']}x (<= 0.2: {verdict['warm']['pass']})")
     if not (all_ok and report["first_batch_identical"] and not violations):
         return 1
     return 3 if args.check and not report["pass"] else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

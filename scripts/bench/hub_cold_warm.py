@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: `fwe measure --cold --warm --source hub` against the test Hub (tests/hubsim) at added RTTs.
 
 The timing claim that used to be a test (tests/measure/test_hub_measure.py asserted, by wall clock, that the
@@ -8,45 +7,38 @@ more requests while opening the source. Per RTT this writes both runs' phases, f
 counts (total and per phase), the cold - warm differences, and `cold_opens_slower` (source_opened cold > warm).
 Compare runs made on the same machine only.
 
-    python scripts/bench_hub_cold_warm.py [--rtt-ms 0,30,100] [--repeats 3] [--root /tmp/hub] [--out artifacts/bench]
+    python -m scripts.bench.hub_cold_warm [--rtt-ms 0,30,100] [--repeats 3] [--root /tmp/hub] [--out artifacts/bench]
 
 Without --root, small repos (3 MB, 2 shards, as the tests use) are built in a temporary folder first.
-Writes artifacts/bench/hub_cold_warm_<UTC stamp>.json and prints its path.
+Writes artifacts/bench/hub_cold_warm-<UTC>.json.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import orjson
 
-import orjson  # noqa: E402
+from scripts.bench import harness
+from scripts.bench.harness import median, say
+from tests.hubsim.clientenv import client_env
+from tests.hubsim.proxy import RttProxy
+from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.server import HubServer
 
-from fwe_cli.artifacts import utc_stamp, write_json  # noqa: E402
-from fwe_cli.hostinfo import host_facts, package_versions  # noqa: E402
-from tests.hubsim.clientenv import client_env  # noqa: E402
-from tests.hubsim.proxy import RttProxy  # noqa: E402
-from tests.hubsim.repos import BuildSpec, build_repos  # noqa: E402
-from tests.hubsim.server import HubServer  # noqa: E402
+NAME = "hub_cold_warm"
 
 
 def measure_once(endpoint: str, workdir: Path, name: str, steps: int) -> dict:
     """One `fwe measure --cold --warm` (fresh HF_HOME) against `endpoint`; its JSON summary."""
     home = workdir / f"hf_home_{name}"
     home.mkdir()
-    env = dict(os.environ)
-    env.update(client_env(endpoint, home, workdir / "violations.jsonl"))
-    proc = subprocess.run([sys.executable, "-m", "fwe_cli", "measure", "--cold", "--warm", "--source", "hub",
-                           "--tokenizer", "gpt2", "--steps", str(steps), "--step-ms", "0", "--batch", "2", "--json",
-                           "--artifacts-dir", str(workdir / f"artifacts_{name}")],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    env = harness.child_env(**client_env(endpoint, home, workdir / "violations.jsonl"))
+    _, proc = harness.run_timed([sys.executable, "-m", "fwe_cli", "measure", "--cold", "--warm", "--source", "hub",
+                                 "--tokenizer", "gpt2", "--steps", str(steps), "--step-ms", "0", "--batch", "2",
+                                 "--json", "--artifacts-dir", str(workdir / f"artifacts_{name}")], env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"fwe measure failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return orjson.loads(proc.stdout)
@@ -60,8 +52,8 @@ def summarise(rtt_ms: float, summaries: list[dict]) -> dict:
         "rtt_ms": rtt_ms,
         "repeats": len(pairs),
         "cold_source_opened_s": [c for c, _ in opened], "warm_source_opened_s": [w for _, w in opened],
-        "source_opened_cold_minus_warm_s_median": round(statistics.median(c - w for c, w in opened), 6),
-        "first_batch_cold_minus_warm_s_median": round(statistics.median(c - w for c, w in first), 6),
+        "source_opened_cold_minus_warm_s_median": median((c - w for c, w in opened), 6),
+        "first_batch_cold_minus_warm_s_median": median((c - w for c, w in first), 6),
         "cold_opens_slower": [c > w for c, w in opened],
         "requests": [{"cold": c["requests"], "warm": w["requests"],
                       "cold_source_opened": c["requests_by_phase"]["source_opened"],
@@ -70,14 +62,17 @@ def summarise(rtt_ms: float, summaries: list[dict]) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--rtt-ms", default="0,30,100", help="Comma-separated added RTTs in ms (default 0,30,100).")
     parser.add_argument("--repeats", type=int, default=3, help="fwe measure --cold --warm runs per RTT (default 3).")
     parser.add_argument("--steps", type=int, default=5, help="fwe measure --steps (default 5).")
     parser.add_argument("--root", default=None, help="Repos built by `python -m tests.hubsim build` (default: build).")
-    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench"))
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     rtts = [float(x) for x in args.rtt_ms.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-hub-cold-warm-") as tmp:
         workdir = Path(tmp)
@@ -96,17 +91,16 @@ def main() -> int:
                     if proxy is not None:
                         proxy.stop()
                 results.append(summarise(rtt_ms, summaries))
-                print(f"rtt {rtt_ms:g} ms: source_opened cold - warm (median) = "
-                      f"{results[-1]['source_opened_cold_minus_warm_s_median']:.3f} s, cold slower in "
-                      f"{sum(results[-1]['cold_opens_slower'])}/{args.repeats}", file=sys.stderr)
+                say(f"rtt {rtt_ms:g} ms: source_opened cold - warm (median) = "
+                    f"{results[-1]['source_opened_cold_minus_warm_s_median']:.3f} s, cold slower in "
+                    f"{sum(results[-1]['cold_opens_slower'])}/{args.repeats}")
         violations = workdir / "violations.jsonl"
         sealed = violations.read_text().splitlines() if violations.exists() else []
-    report = {"kind": "hub_cold_warm_bench", "claim": "cold source_opened > warm source_opened (wall clock)",
-              "root": args.root, "results": results, "sealed_violations": sealed, "host": host_facts(),
-              "versions": package_versions()}
-    print(write_json(os.path.join(args.out, f"hub_cold_warm_{utc_stamp()}.json"), report))
+    harness.write_result(NAME, args, {
+        "kind": "hub_cold_warm_bench", "claim": "cold source_opened > warm source_opened (wall clock)",
+        "root": args.root, "results": results, "sealed_violations": sealed})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

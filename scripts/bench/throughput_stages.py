@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""The measured stages of scripts/bench_throughput.py; each runs in a fresh interpreter and prints one JSON line.
+"""The measured stages of scripts.bench.throughput; each runs in a fresh interpreter and prints one JSON line.
 
-    python scripts/bench_throughput_stages.py STAGE --data FILE.jsonl --tokenizer tokenizer.json [--seq-len 1024]
+    python -m scripts.bench.throughput_stages STAGE --data FILE.jsonl --tokenizer tokenizer.json [--seq-len 1024]
         [--batch 8] [--max-seconds 0] [--queue 8]
 
 Stages: naive | datasets | ceiling | fwe | rss. A fresh process per stage means no fork ever follows a tokenizer's
@@ -24,9 +23,6 @@ from typing import Callable, Iterator
 
 import numpy as np
 import orjson
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 EOT = "<|endoftext|>"
 PREFIX_BATCHES = 256  # 2.1 M tokens at seq 1024 x batch 8: covers fwe's tokenizers-then-tiktoken handover
@@ -159,17 +155,17 @@ def stage_datasets(args) -> dict:
     return out
 
 
-def stage_ceiling(args) -> dict:
-    """The fastest tokenizer giving the right ids, on pre-read text, all cores, no I/O, no packing: the best of
-    fwe's proven tiktoken backend on a thread pool (doc batches 64/256/1024), tiktoken's own encode_batch, and
-    tokenizers' encode_batch. Token counts include one end-of-document id per document, as in every loader."""
+def time_ceiling(tokenizer_path: str, texts: list[str], all_candidates: bool = False) -> tuple[dict, np.ndarray]:
+    """The tokenizer ceiling on pre-read text, all cores, no I/O, no packing: fwe's proven tiktoken backend on a
+    thread pool (doc batches 256/1024) and tiktoken's own encode_batch (with `all_candidates`, also doc batch 64
+    and tokenizers' encode_batch, to show they are slower). Token counts include one end-of-document id per
+    document, as in every loader. Returns ({candidate: tokens_per_s, wall_s, cpu_s, tokens}, the id stream of
+    the doc batch 256 run: ids + eos per document)."""
+    from fwe_cli.loader.pipeline import usable_cores
     from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
-    with open(args.data, "rb") as handle:
-        texts = [orjson.loads(line)["text"] for line in handle]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    fast = load_tokenizer(args.tokenizer, backend="tiktoken")
-    hf = load_tokenizer(args.tokenizer, backend="tokenizers")
+    cores = usable_cores()
+    fast = load_tokenizer(tokenizer_path, backend="tiktoken")
     special = fast.encoding.special_tokens_set
 
     def pool_run(tokenizer, doc_batch: int):
@@ -182,7 +178,8 @@ def stage_ceiling(args) -> dict:
         "tiktoken_threads_db1024": lambda: pool_run(fast, 1024),
         "tiktoken_encode_batch": lambda: fast.encoding.encode_batch(texts, num_threads=cores, allowed_special=special),
     }
-    if args.all_candidates:  # slower ones, to show they are slower (tokenizers encode_batch: ~1 M tokens/s on 2 cores)
+    if all_candidates:  # slower ones, to show they are slower (tokenizers encode_batch: ~1 M tokens/s on 2 cores)
+        hf = load_tokenizer(tokenizer_path, backend="tokenizers")
         candidates["tiktoken_threads_db64"] = lambda: pool_run(fast, 64)
         candidates["tokenizers_encode_batch_db1000"] = lambda: [
             hf.tokenizer.encode_batch(texts[i : i + 1000], add_special_tokens=False) for i in range(0, len(texts), 1000)]
@@ -197,11 +194,21 @@ def stage_ceiling(args) -> dict:
         results[name] = {"tokens_per_s": tokens / wall, "wall_s": wall, "cpu_s": cpu, "tokens": tokens}
         if name == "tiktoken_threads_db256":
             stream = np.concatenate(out)
+    return results, stream
+
+
+def stage_ceiling(args) -> dict:
+    """The fastest tokenizer giving the right ids (time_ceiling's best candidate), and its stream's hashes."""
+    from scripts.bench.corpus import read_texts
+    from fwe_cli.loader.pipeline import usable_cores
+
+    texts = read_texts(args.data)
+    results, stream = time_ceiling(args.tokenizer, texts, args.all_candidates)
     best = max(results, key=lambda k: results[k]["tokens_per_s"])
     batch_tokens = args.seq_len * args.batch
     whole = len(stream) // batch_tokens * batch_tokens
-    return {"tokens_per_s": results[best]["tokens_per_s"], "best": best, "candidates": results, "threads": cores,
-            "docs": len(texts), "tokens": int(len(stream)),
+    return {"tokens_per_s": results[best]["tokens_per_s"], "best": best, "candidates": results,
+            "threads": usable_cores(), "docs": len(texts), "tokens": int(len(stream)),
             "crc32_prefix": zlib.crc32(stream[: PREFIX_BATCHES * batch_tokens].tobytes()),
             "crc32": zlib.crc32(stream[:whole].tobytes())}
 
@@ -257,8 +264,9 @@ STAGES = {"naive": stage_naive, "datasets": stage_datasets, "ceiling": stage_cei
           "rss": stage_rss}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.throughput_stages", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=sorted(STAGES))
     parser.add_argument("--data", required=True)
     parser.add_argument("--tokenizer", required=True)
@@ -267,11 +275,12 @@ def main() -> None:
     parser.add_argument("--queue", type=int, default=8)
     parser.add_argument("--all-candidates", action="store_true", help="ceiling: also time the slower tokenizers")
     parser.add_argument("--max-seconds", type=float, default=0.0, help="stop a loader stage after this long (0: never)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = STAGES[args.stage](args)
     result.update(stage=args.stage, peak_rss_mb=peak_rss_mb())
     sys.stdout.write(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """Check on real text that GPT-2 built offline from the packaged vocabulary gives the Hub tokenizer's ids.
 
-    python scripts/check_gpt2_offline.py [--data ../shared/fineweb_real] [--hf-gpt2-dir DIR] [--out FILE.json]
+    python -m scripts.bench.check_gpt2_offline [--data ../shared/fineweb_real] [--hf-gpt2-dir DIR]
+                                               [--out artifacts/bench]
 
 The offline tokenizer (`packaged_gpt2_tokenizer_json`, loaded with `tokenizers`) is compared, document by
 document, with references that do not go through it:
@@ -19,12 +19,12 @@ document, with references that do not go through it:
 
 Texts: every file of the data directory that holds text (fineweb_subset.json, training_data.csv,
 fineweb_sample.txt cut into 2,000-character pieces and also whole, other_web/*.parquet). Writes a JSON summary
-(docs and tokens compared per source and reference, mismatches) to --out and prints it; exit 1 on a mismatch.
+(docs and tokens compared per source and reference, mismatches) to artifacts/bench/check_gpt2_offline-<UTC>.json
+and its totals to stderr; exit 1 on a mismatch.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import glob
 import json
@@ -34,11 +34,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from fwe_cli.loader.tokenization.gpt2_vocab import (  # noqa: E402
+from fwe_cli.loader.tokenization.gpt2_vocab import (
     ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256, gpt2_vocab_files, packaged_gpt2_tokenizer_json)
+from scripts.bench import harness
+from scripts.bench.corpus import REAL_DIR
+from scripts.bench.harness import say
+
+NAME = "check_gpt2_offline"
 
 
 # FineWeb anonymised e-mail and IP addresses after counting tokens: documents holding a placeholder were counted
@@ -106,19 +108,18 @@ def compare(got: list[list[int]], expected: list[list[int]], texts: list[str]) -
     return row
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "fineweb_real"))
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
+    parser.add_argument("--data", default=str(REAL_DIR), help="the real text (default ../shared/fineweb_real)")
     parser.add_argument("--hf-gpt2-dir", help="a directory with the Hub repo's vocab.json and merges.txt")
-    parser.add_argument("--out", default=os.path.join(ROOT, "artifacts", "bench", "gpt2_offline_check.json"))
-    args = parser.parse_args()
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     from tokenizers import Tokenizer
 
-    from fwe_cli.artifacts import write_json
-    from fwe_cli.loader.tokenization.doc_tokenizer import HFTokenizer
-
-    from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
+    from fwe_cli.loader.tokenization.doc_tokenizer import HFTokenizer, load_tokenizer
 
     built = packaged_gpt2_tokenizer_json(tempfile.mkdtemp())
     offline = HFTokenizer(Tokenizer.from_file(built), "gpt2")
@@ -153,10 +154,10 @@ def main() -> int:
                         for ref in [*references, "token_count"]}
     report["identical"] = ok
     report["seconds"] = round(time.perf_counter() - t0, 2)
-    write_json(args.out, report)
-    print(json.dumps(report["totals"], indent=1), f"\nidentical: {ok}  ->  {args.out}")
+    harness.write_result(NAME, args, report)
+    say(f"{json.dumps(report['totals'], indent=1)}\nidentical: {ok}")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

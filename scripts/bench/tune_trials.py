@@ -6,26 +6,25 @@ per trial, the spread of each setting over its repeats (± half the range, % of 
 the ranking could tell apart from the best, the confidence, and the sweep's wall time. A timing claim, so a
 benchmark and not a test: the figures are this node's.
 
-    python scripts/bench_tune_trials.py --out artifacts/bench
-    python scripts/bench_tune_trials.py --local-path /data/fwe_bootstrap --tokenizer gpt2
+    python -m scripts.bench.tune_trials [--repeats 3] [--out artifacts/bench]
+    python -m scripts.bench.tune_trials --local-path /data/fwe_bootstrap --tokenizer gpt2
+
+Writes artifacts/bench/tune_trials-<UTC>.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import orjson
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from scripts.bench import harness
+from scripts.bench.harness import say
 
-from fwe_cli.artifacts import provenance, utc_stamp, write_json  # noqa: E402
-
+NAME = "tune_trials"
 VARIANTS = {"old_200_steps": ("--steps", "200", "--trial-s", "0"), "default_trial_s_3": ()}
 
 
@@ -34,7 +33,7 @@ def sweep(source_args: list[str], extra: tuple, work: str, name: str, repeats: i
     cmd = [sys.executable, "-m", "fwe_cli", "tune", *source_args, "--objective", "tokens_per_s",
            "--doc-batch-grid", "16,64,256", "--q-grid", "1,8", "--repeats", str(repeats), *extra, "--json",
            "--artifacts-dir", out]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=3600)
+    _, proc = harness.run_timed(cmd, timeout=3600)
     if proc.returncode not in (0, 6):
         raise RuntimeError(f"fwe tune failed ({proc.returncode}): {proc.stderr[-2000:]}")
     summary = orjson.loads(proc.stdout)
@@ -55,26 +54,27 @@ def sweep(source_args: list[str], extra: tuple, work: str, name: str, repeats: i
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser():
+    parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--local-path", help="Sweep this local data instead of the synthetic source.")
     parser.add_argument("--tokenizer", default="byte")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default="artifacts/bench")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     source = ["--local-path", args.local_path] if args.local_path else ["--source", "synthetic"]
     source += ["--tokenizer", args.tokenizer, "--seq-len", "1024", "--batch", "8"]
     with tempfile.TemporaryDirectory(prefix="fwe-bench-tune-") as work:
         results = {name: sweep(source, extra, work, name, args.repeats) for name, extra in VARIANTS.items()}
-    record = {"source": source, "repeats": args.repeats, "variants": results, **provenance()}
-    path = write_json(os.path.join(args.out, f"tune_trials_{utc_stamp()}.json"), record)
+    harness.write_result(NAME, args, {"source": source, "repeats": args.repeats, "variants": results})
     for name, r in results.items():
-        print(f"{name}: {r['steady_s_per_trial_median']:.2f} s/trial, spread ±{r['spread_pct_median']:.1f} % "
-              f"(max {r['spread_pct_max']:.1f} %), {r['told_apart_from_best']}/{r['settings']} told apart from the "
-              f"best, {r['confidence']}, sweep {r['wall_s']:.0f} s", file=sys.stderr)
-    print(path)
+        say(f"{name}: {r['steady_s_per_trial_median']:.2f} s/trial, spread ±{r['spread_pct_median']:.1f} % "
+            f"(max {r['spread_pct_max']:.1f} %), {r['told_apart_from_best']}/{r['settings']} told apart from the "
+            f"best, {r['confidence']}, sweep {r['wall_s']:.0f} s")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
