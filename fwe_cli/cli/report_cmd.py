@@ -48,7 +48,8 @@ def report(
         metavar="ARTIFACT", show_default=False,
         help="fwe measure/tune summary.json (or its folder), fwe smoke artifact, heartbeat file or directory.")],
     out: Annotated[Optional[Path], typer.Option(
-        "--out", show_default=False, help="Folder for report.md and the PNGs. Default artifacts/report/<UTC>/.")] = None,
+        "--out", show_default=False,
+        help="Folder for report.md and the PNGs. Default artifacts/report/<UTC>/.")] = None,
     json_out: JsonFlag = False,
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:

@@ -46,7 +46,8 @@ def _warmup_line(axes, timelines) -> None:
                  f"({warmup.wait_ms:.0f} ms)") if i == 0 else None
         for j, axis in enumerate(axes):
             axis.axvspan(0.5, warmup.boundary, color="tab:green", alpha=0.08)
-            axis.axvline(warmup.boundary, color="tab:green", linestyle=":", linewidth=2, label=label if j == 0 else None)
+            axis.axvline(warmup.boundary, color="tab:green", linestyle=":", linewidth=2,
+                         label=label if j == 0 else None)
 
 
 def _part_gaps(axis, timeline) -> None:

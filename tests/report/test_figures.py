@@ -34,7 +34,8 @@ def tune_summary(threads=(2, 4), recommended=(64, 4, 4)) -> dict:
                                  "median": None if status == "failed" else round(0.5 / (d * q * (t or 1)), 6),
                                  "status": status, "feasible": q > 1, "tied_with_best": (d, q) == (64, 8)})
     d, q, t = recommended
-    return {"settings": settings, "plan": {"doc_batches": [16, 64], "queue_depths": [1, 4, 8], "threads": list(threads)},
+    plan = {"doc_batches": [16, 64], "queue_depths": [1, 4, 8], "threads": list(threads)}
+    return {"settings": settings, "plan": plan,
             "objective": {"name": "stall", "metric": "stall_fraction", "direction": "min", "label": "stall fraction"},
             "recommendation": {"setting": {"doc_batch": d, "queue_depth": q, "tokenizer_threads": t},
                                "label": f"doc_batch={d} Q={q} threads={t}"}}
@@ -103,7 +104,8 @@ def test_regression_deltas_point_worse_to_the_right():
     assert deltas.bars[0].bound_pct == 10.0 and deltas.baseline == "base.json" and deltas.passed is False
     assert deltas.notes == ("fetch_p95_ms: skipped",)
     assert regression_deltas(None) is None
-    assert format_metric("first_batch_s", 0.5) == "500.0 ms" and format_metric("tokens_per_s", 8e5) == "800,000 tokens/s"
+    assert format_metric("first_batch_s", 0.5) == "500.0 ms"
+    assert format_metric("tokens_per_s", 8e5) == "800,000 tokens/s"
 
 
 def test_each_input_gets_its_pictures_named_by_place_and_kind():
