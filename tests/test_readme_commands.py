@@ -38,7 +38,7 @@ ACTIVATE = ("source .venv/bin/activate", ". .venv/bin/activate")
 SUITE = ("bash scripts/test.sh",)  # the test suite itself: CI runs it via .ci/run
 SCRIPTS = ("bash scripts/demo.sh",)  # set up ./.venv and run the main job
 HUB_SOURCE_COMMANDS = ("smoke", "measure", "tune", "bootstrap")  # their default --source is the Hub
-FWE_COMMANDS = HUB_SOURCE_COMMANDS + ("tokenize", "doctor")
+FWE_COMMANDS = HUB_SOURCE_COMMANDS + ("tokenize", "doctor", "report")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 DOCUMENTED_EXIT = re.compile(r"#.*\bexits?\s+(\d+)\b")
 OTHER_SHELL_FENCES = ("```sh", "```shell", "```console", "```zsh")

@@ -5,7 +5,7 @@ import sys
 import typer
 
 from fwe_cli import __version__
-from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, smoke_cmd, tokenize_cmd, tune_cmd
+from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, report_cmd, smoke_cmd, tokenize_cmd, tune_cmd
 from fwe_cli.cli.group import FweGroup
 
 
@@ -39,6 +39,7 @@ app.command("tune", help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
 app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
 app.command("tokenize", help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
 app.command("doctor", help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
+app.command("report", help=report_cmd.HELP, epilog=report_cmd.EPILOG)(report_cmd.report)
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ ARTIFACT = {"smoke": "a fwe smoke artifact (artifacts/smoke/<UTC>.json)",
             "measure": "a fwe measure summary (artifacts/measure/<UTC>/summary.json)"}
 
 
-def _kind_of(record: dict) -> str | None:
+def artifact_kind(record: dict) -> str | None:
     """Which command wrote this artifact (None: neither)."""
     if {"runs", "verdict"} <= record.keys():
         return "measure"
@@ -92,7 +92,7 @@ def load_baseline(path: str, kind: str) -> dict:
         raise ConfigError(f"--baseline {path} is not JSON ({exc}): give {ARTIFACT[kind]}") from None
     if not isinstance(record, dict):
         raise ConfigError(f"--baseline {path} holds a JSON {type(record).__name__}, not {ARTIFACT[kind]}")
-    found = _kind_of(record)
+    found = artifact_kind(record)
     if found is None and {"command", "error"} <= record.keys():
         raise ConfigError(f"--baseline {path} is the error object of a fwe {record.get('command')} run that ended "
                           f"before its result (exit {record.get('exit_code')}): give {ARTIFACT[kind]}")

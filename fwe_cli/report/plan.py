@@ -1,0 +1,150 @@
+"""Which pictures each input gets, with their data, file names and sizes (pure: nothing is read or drawn here).
+
+A measure summary: the phase waterfall, each run's timeline, the stage split of the waits, the regression deltas
+when gated. A tune summary: one heat map per tokenizer-thread count. A smoke artifact: the regression deltas, the
+stage split. Heartbeat files: one timeline with every rank (process) overlaid, and the stage split per rank.
+Files are named `<input number>-<kind>-<what>.png`, so several inputs of one kind never collide."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fwe_cli.report.figures import phase_waterfall, regression_deltas, run_label, tune_heatmaps
+from fwe_cli.report.inputs import Input
+from fwe_cli.report.series import StageSplit, Timeline, group_by_process, stage_split, stage_totals, timeline
+
+DPI = 100  # sizes are in pixels; a figure is size / DPI inches
+MAX_HEIGHT = 1600
+
+
+@dataclass(frozen=True)
+class TimelineData:
+    """A timeline picture: one series (a measure run) or several overlaid (a job's ranks); the per-step stage
+    panel only for a single series that carries the split."""
+
+    timelines: tuple[Timeline, ...]
+    stages: StageSplit | None
+
+
+@dataclass(frozen=True)
+class Picture:
+    file: str
+    """File name inside the output folder."""
+    kind: str
+    """waterfall | timeline | stages | heatmap | deltas"""
+    title: str
+    data: object
+    size_px: tuple[int, int]
+    """(width, height) of the PNG."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One input's part of the report: the input, its timelines (for the Markdown's figures) and its pictures."""
+
+    number: int
+    input: Input
+    timelines: tuple[Timeline, ...]
+    pictures: tuple[Picture, ...]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+def timeline_size(data: TimelineData) -> tuple[int, int]:
+    height = 400 + (200 if any(t.queue_fill for t in data.timelines) else 0) + (260 if data.stages else 0)
+    return 1100, height
+
+
+def _rows_height(base: int, per_row: int, rows: int) -> int:
+    return min(MAX_HEIGHT, base + per_row * rows)
+
+
+def _timeline_picture(file: str, title: str, timelines: list[Timeline], stages: StageSplit | None) -> Picture:
+    data = TimelineData(tuple(timelines), stages if len(timelines) == 1 else None)
+    return Picture(file, "timeline", title, data, timeline_size(data))
+
+
+def _stages_picture(file: str, title: str, named: list[tuple[str, dict]]) -> list[Picture]:
+    totals = stage_totals(named)
+    if totals is None:
+        return []
+    return [Picture(file, "stages", title, totals, (1000, _rows_height(200, 40, len(totals.labels))))]
+
+
+def _deltas_picture(file: str, title: str, record: dict) -> list[Picture]:
+    deltas = regression_deltas(record.get("regression"))
+    if deltas is None or not deltas.bars:
+        return []
+    return [Picture(file, "deltas", title, deltas, (1000, _rows_height(220, 70, len(deltas.bars))))]
+
+
+def _measure(n: int, inp: Input) -> Section:
+    record, pictures, timelines, named = inp.record or {}, [], [], []
+    waterfall = phase_waterfall(record)
+    if waterfall is not None:
+        pictures.append(Picture(f"{n}-measure-waterfall.png", "waterfall", "fwe measure — first batch by phase",
+                                waterfall, (1000, _rows_height(200, 55, len(waterfall.rows)))))
+    step_ms = float((record.get("plan") or {}).get("step_ms") or 0.0)
+    for index, (run, beat) in enumerate(zip(record.get("runs") or [], inp.heartbeats)):
+        label = run_label(run, index)
+        split = None
+        if beat is not None:
+            series = timeline(beat.lines, label, plan_step_ms=step_ms)
+            split = stage_split(beat.lines, label)
+            if series.steps:
+                timelines.append(series)
+                pictures.append(_timeline_picture(f"{n}-measure-{_slug(label)}-timeline.png",
+                                                  f"fwe measure {label} — fetch wait per step", [series], split))
+        by_stage = run.get("stall_by_stage_s") or (run.get("loader") or {}).get("stall_by_stage_s")
+        named.append((label, by_stage if isinstance(by_stage, dict) else split.totals if split else {}))
+    pictures += _stages_picture(f"{n}-measure-stages.png", "fwe measure — waits by producer stage", named)
+    pictures += _deltas_picture(f"{n}-measure-regression.png", "fwe measure — regression gate", record)
+    return Section(n, inp, tuple(timelines), tuple(pictures))
+
+
+def _tune(n: int, inp: Input) -> Section:
+    pictures = []
+    for heatmap in tune_heatmaps(inp.record or {}):
+        suffix = "" if heatmap.threads is None else f"-threads{heatmap.threads}"
+        title = f"fwe tune — median {heatmap.label}" + ("" if heatmap.threads is None
+                                                         else f", tokenizer threads {heatmap.threads}")
+        size = (max(700, 340 + 120 * len(heatmap.queue_depths)), max(420, 220 + 70 * len(heatmap.doc_batches)))
+        pictures.append(Picture(f"{n}-tune-heatmap{suffix}.png", "heatmap", title, heatmap, size))
+    return Section(n, inp, (), tuple(pictures))
+
+
+def _smoke(n: int, inp: Input) -> Section:
+    record = inp.record or {}
+    by_stage = (record.get("loader") or {}).get("stall_by_stage_s")
+    pictures = _deltas_picture(f"{n}-smoke-regression.png", "fwe smoke — regression gate", record)
+    pictures += _stages_picture(f"{n}-smoke-stages.png", "fwe smoke — waits by producer stage",
+                                [("smoke", by_stage)] if isinstance(by_stage, dict) else [])
+    return Section(n, inp, (), tuple(pictures))
+
+
+def _heartbeats(n: int, inp: Input) -> Section:
+    lines = [line for beat in inp.heartbeats if beat is not None for line in beat.lines]
+    timelines, splits = [], []
+    for label, group in group_by_process(lines):
+        series = timeline(group, label)
+        if series.steps:
+            timelines.append(series)
+            splits.append(stage_split(group, label))
+    pictures = []
+    if timelines:
+        title = "training job — fetch wait per step" + (f", {len(timelines)} processes" if len(timelines) > 1 else "")
+        pictures.append(_timeline_picture(f"{n}-heartbeats-timeline.png", title, timelines, splits[0]))
+    pictures += _stages_picture(f"{n}-heartbeats-stages.png", "training job — waits by producer stage",
+                                [(s.label, s.totals) for s in splits if s is not None])
+    return Section(n, inp, tuple(timelines), tuple(pictures))
+
+
+PLANNERS = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}
+
+
+def plan_sections(inputs: list[Input]) -> list[Section]:
+    """Each input's section, numbered from 1 in the order given."""
+    return [PLANNERS[inp.kind](n, inp) for n, inp in enumerate(inputs, start=1)]
