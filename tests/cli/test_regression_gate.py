@@ -172,11 +172,13 @@ def test_smoke_help_names_the_gate_and_exit_5():
 def test_measure_regression_and_pass_through_the_command(tmp_path, measure_summary):
     """`fwe measure --baseline`: against a baseline with tokens/s x 1000 it exits 5 with one JSON object whose
     regression names tokens_per_s; against one with 1 token/s and 1000 s first batches it exits 0; a baseline made
-    with other --steps is refused (exit 2) before any run folder exists. Both baselines claim a 1 s fetch p95: a p95
-    left as measured on a quiet moment regresses on a loaded machine, which is not what this test is about."""
+    with other --steps is refused (exit 2) before any run folder exists. Both baselines claim a 1 s fetch p95 and the
+    first holds 1000 s first batches: figures left as measured on a quiet moment regress on a loaded machine, which
+    is not what this test is about."""
     args = ("measure", "--warm", "--source", "synthetic", "--tokenizer", "byte", "--steps", "5", "--step-ms", "0",
             "--repeats", "2")
-    warm = [dict(run, tokens_per_s=run["tokens_per_s"] * 1000, fetch_p95_ms=1000.0) for run in measure_summary["runs"]]
+    warm = [dict(run, tokens_per_s=run["tokens_per_s"] * 1000, fetch_p95_ms=1000.0, first_batch_s=1000.0)
+            for run in measure_summary["runs"]]
     faster = _baseline(tmp_path, measure_summary, runs=warm)
     result = invoke(*args, "--baseline", faster, "--json", "--artifacts-dir", str(tmp_path / "a"))
     data = orjson.loads(result.stdout)
