@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
-@dataclass(slots=True)
 class Document:
-    """A text document plus where it came from (for error messages and manifests)."""
+    """A text document plus where it came from (for error messages and manifests).
 
-    text: str
-    """The document body; the only field the tokenizer sees ("" for a document read from token shards)."""
-    id: str
-    """Stable identifier: the record's own id, or `file:line` for local files without one."""
-    resume: dict | None = None
-    """Where a stream opened anew yields this document first (set by DocumentStream: epoch, stream index, source
-    position; see fwe_cli.loader.sources.order)."""
-    ids: Any = None
-    """The document's token ids (a numpy view into a token shard, without end-of-text) when it was read already
-    tokenized; the pipeline then uses them instead of the tokenizer. None for text."""
+    Its text may be given as a function that makes it: a source whose documents cost work to produce (the synthetic
+    one generates each) hands them over unmade, and only the documents a shard keeps are ever made."""
+
+    __slots__ = ("_text", "id", "resume", "ids")
+
+    def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
+        self._text = text
+        self.id = id
+        """Stable identifier: the record's own id, or `file:line` for local files without one."""
+        self.resume = resume
+        """Where a stream opened anew yields this document first (set by DocumentStream: epoch, stream index, source
+        position; see fwe_cli.loader.sources.order)."""
+        self.ids = ids
+        """The document's token ids (a numpy view into a token shard, without end-of-text) when it was read already
+        tokenized; the pipeline then uses them instead of the tokenizer. None for text."""
+
+    @property
+    def text(self) -> str:
+        """The document body; the only field the tokenizer sees ("" for a document read from token shards)."""
+        if callable(self._text):
+            self._text = self._text()
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Document(id={self.id!r}, resume={self.resume!r})"

@@ -107,3 +107,19 @@ def test_nothing_dropped_but_final_partial_batch(synthetic_jsonl):
     emitted = sum(b.size for b in batches)
     assert emitted == total - total % 1500
     assert np.array_equal(np.concatenate([b.reshape(-1) for b in batches]), expected_stream(docs, tok, emitted))
+
+
+def test_a_synthetic_shard_generates_only_its_own_documents(monkeypatch):
+    """Shard 1 of 4 of the synthetic stream makes the text of its own documents only (a quarter of those it passes
+    over), so N ranks share the generation work instead of each doing all of it."""
+    from itertools import islice
+
+    from fwe_cli.loader.config import resolve_config
+    from fwe_cli.loader.sources import synthetic
+
+    made: list[int] = []
+    original = synthetic._text_of
+    monkeypatch.setattr(synthetic, "_text_of", lambda seed, index: made.append(index) or original(seed, index))
+    docs = [d.text for d in islice(DocumentStream(resolve_config(env={}, source="synthetic", shard_mod=4,
+                                                                 shard_rem=1)), 10)]
+    assert len(docs) == 10 and made == list(range(1, 40, 4))

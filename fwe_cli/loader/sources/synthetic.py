@@ -1,16 +1,17 @@
 """Built-in offline data: deterministic FineWeb-Edu-shaped records.
 
-Record i depends only on (seed, i), so a shard generates just its own documents and any run, thread
-count or queue depth sees the same stream. Text is English-like prose from a Zipf-weighted vocabulary of
-~800 common words (educational topics), in sentences and paragraphs with a title line, so a byte-level
-BPE such as GPT-2 spends about as much work per character as on real FineWeb-Edu (comparison in
-runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are log-normal with
+Record i depends only on (seed, i), so a shard generates just its own documents (the loader makes a document's
+text only when its shard keeps it) and any run, thread count or queue depth sees the same stream. Text is
+English-like prose from a Zipf-weighted vocabulary of ~800 common words (educational topics), in sentences and
+paragraphs with a title line, so a byte-level BPE such as GPT-2 spends about as much work per character as on real
+FineWeb-Edu (comparison in runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are log-normal with
 median 2,000 characters and sigma 1.05 (real FineWeb: p10 468, p50 1,684, p90 6,889), capped at 120,000,
 so the tail passes 40,000 characters about once in 800 documents.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from functools import lru_cache
 from importlib import resources
@@ -80,6 +81,10 @@ def _start(seed: int, index: int) -> tuple[np.random.Generator, str]:
     return rng, _text(rng, target)
 
 
+def _text_of(seed: int, index: int) -> str:
+    return _start(seed, index)[1]
+
+
 def _id(seed: int, index: int) -> str:
     return f"<urn:uuid:{seed & 0xFFFFFFFF:08x}-0000-4000-8000-{index:012d}>"
 
@@ -114,9 +119,10 @@ class SyntheticSource(Source):
         return f"the synthetic source (seed {spec.seed})"
 
     def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+        """Every document of the stream, each text made only when read: a shard makes just the documents it keeps."""
         seed = self.spec.seed
         for index in itertools.count(at[0] if at else 0):
-            yield Document(text=_start(seed, index)[1], id=_id(seed, index)), (index + 1,)
+            yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), (index + 1,)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return SyntheticRecords(self, shard, start, all_fields, bad)
