@@ -1,6 +1,6 @@
 """The exceptions fwe raises on purpose.
 
-Each maps to one exit code in one place (`_CODES` / `exit_code_for` in fwe_cli/cli/errors.py); anything else is a
+Each maps to one exit code in one place (`_CODES` / `exit_code_for` in fwe_cli/cli/exit_codes.py); anything else is a
 bug and keeps its traceback.
 """
 

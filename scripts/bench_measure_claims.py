@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 
 from fwe_cli.artifacts import provenance, utc_stamp, write_json  # noqa: E402
 from fwe_cli.loader.config import resolve_config  # noqa: E402
-from fwe_cli.measure.phase0 import MeasurePlan, run_measure  # noqa: E402
+from fwe_cli.measure.cold_warm import MeasurePlan, run_measure  # noqa: E402
 from fwe_cli.measure.tune import TunePlan, run_tune  # noqa: E402
 
 SLOW_DOC_BATCH, SLOW_MS = 16, 100

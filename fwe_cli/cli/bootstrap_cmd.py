@@ -16,7 +16,7 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
-from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
+from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
 from fwe_cli.errors import FweError

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
@@ -119,7 +119,7 @@ def measure(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.phase0 import MeasurePlan, first_failure, run_measure
+    from fwe_cli.measure.cold_warm import MeasurePlan, first_failure, run_measure
 
     refuse_heartbeat_dir(loader_flags, "measure")
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)

@@ -13,7 +13,7 @@ from typing import Annotated, Callable, Optional
 import typer
 from rich.markup import escape
 
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, exit_code_for, internal_error_line, one_line
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, exit_code_for, internal_error_line, one_line
 from fwe_cli.cli.output import console, note_error
 from fwe_cli.errors import FweError
 

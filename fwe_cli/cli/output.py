@@ -143,7 +143,7 @@ def report_verify(report: dict, counted: str, json_out: bool) -> None:
     if json_out:
         print_json(report)
     if not report["ok"]:
-        from fwe_cli.cli.errors import EXIT_FAILED
+        from fwe_cli.cli.exit_codes import EXIT_FAILED
 
         note_error({"type": "VerifyFailed", "message": f"{len(report['problems'])} problem(s) in "
                     f"{report['manifest_path']}" + ("" if report["complete"] else "; not complete"), "stage": None})
@@ -156,7 +156,7 @@ def write_failure_artifact(artifact: str, record: dict) -> None:
     from rich.markup import escape
 
     from fwe_cli.artifacts import write_json
-    from fwe_cli.cli.errors import one_line
+    from fwe_cli.cli.exit_codes import one_line
     from fwe_cli.errors import OutputError
 
     try:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.cli.errors import EXIT_KPI
+from fwe_cli.cli.exit_codes import EXIT_KPI
 from fwe_cli.cli.options import FLAG_NAMES
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, note_error
 

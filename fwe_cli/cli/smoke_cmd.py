@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_FAILED, SMOKE_EXIT_CODES_HELP, exit_code_for, one_line
+from fwe_cli.cli.exit_codes import EXIT_FAILED, SMOKE_EXIT_CODES_HELP, exit_code_for, one_line
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, finish, fmt_s, note_error, print_json
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate

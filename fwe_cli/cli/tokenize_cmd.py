@@ -14,7 +14,7 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.cli.bootstrap_cmd import _StopOnSignal
-from fwe_cli.cli.errors import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
 from fwe_cli.errors import FweError

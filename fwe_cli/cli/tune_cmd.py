@@ -11,7 +11,7 @@ from rich.style import Style
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, Steps, Targets, Timeout, fwe_command
@@ -231,7 +231,7 @@ def tune(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.phase0 import first_failure
+    from fwe_cli.measure.cold_warm import first_failure
     from fwe_cli.measure.tune import run_tune, write_env_file
 
     refuse_heartbeat_dir(loader_flags, "tune")

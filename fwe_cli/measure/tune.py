@@ -1,6 +1,6 @@
 """Tuning sweep: which doc batch, queue depth (and tokenizer thread count) serve this node best.
 
-Every trial is one `fwe_cli.measure.phase0.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
+Every trial is one `fwe_cli.measure.cold_warm.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
 state over `steps` steps — with one setting. Trials run round by round (A B C, A B C, ...) so slow drift on the
 node hits every setting alike, and a sweep cut short by its budget still covers every setting once it has
 finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`. Run it as `fwe tune` (fwe_cli/cli/tune_cmd.py):
@@ -25,7 +25,7 @@ from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.measure.child import TEST_HOOK_VARS
-from fwe_cli.measure.phase0 import spawn_run
+from fwe_cli.measure.cold_warm import spawn_run
 from fwe_cli.measure.plan import RunEvent, RunPlan
 from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
 

@@ -12,7 +12,7 @@ import time
 import orjson
 import pytest
 
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
 from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
 from tests.loader.test_hub_unreachable import refusing, silent  # noqa: F401  (fixtures: dead Hub endpoints)
 
@@ -129,16 +129,16 @@ def test_an_interrupt_in_process_is_one_error_object(monkeypatch, tmp_path):
 
 def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tmp_path):
     """measure with a failed run: exit 4, the summary (printed once) with exit_code, ok false and the error."""
-    import fwe_cli.measure.phase0 as phase0
+    import fwe_cli.measure.cold_warm as cold_warm
 
-    real = phase0.run_measure
+    real = cold_warm.run_measure
 
     def failing(config, plan, out_dir, on_run):
         summary = real(config, plan, out_dir, on_run)
         summary["runs"][0]["error"] = {"type": "RunTimeout", "message": "run did not finish", "stage": None}
         return summary
 
-    monkeypatch.setattr(phase0, "run_measure", failing)
+    monkeypatch.setattr(cold_warm, "run_measure", failing)
     result = invoke("measure", "--warm", "--source", "synthetic", "--tokenizer", "byte", "--steps", "2", "--json",
                     "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, 4)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fwe_cli.cli.errors import EXIT_KPI, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_KPI, EXIT_USAGE
 from fwe_cli.errors import ConfigError
 from fwe_cli.measure.regression import (FETCH_P95_FLOOR_MS, FIRST_BATCH_FLOOR_S, P95_MIN_FETCHES, check_metric,
                                         compare, load_baseline)

@@ -38,7 +38,7 @@ def test_help_imports_no_loader_core():
     """`fwe --help` (the app and its command modules) imports neither numpy nor the loader core: the cores are
     imported by the commands when they run."""
     code = ("import sys, fwe_cli.cli.app; "
-            "print(sorted(m for m in ('numpy', 'fwe_cli.loader.fineweb_loader', 'fwe_cli.measure.phase0', "
+            "print(sorted(m for m in ('numpy', 'fwe_cli.loader.fineweb_loader', 'fwe_cli.measure.cold_warm', "
             "'fwe_cli.measure.smoke', 'fwe_cli.measure.tune', 'fwe_cli.bootstrap.run') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)

@@ -10,7 +10,7 @@ import pytest
 from fwe_cli.loader import ConfigError, resolve_config
 from fwe_cli.measure import child
 from fwe_cli.measure.child import PHASES
-from fwe_cli.measure.phase0 import MeasurePlan, spawn_run, verdict
+from fwe_cli.measure.cold_warm import MeasurePlan, spawn_run, verdict
 from fwe_cli.measure.plan import DEFAULT_TARGETS, RunPlan, parse_targets
 from fwe_cli.measure.tune import TunePlan
 from tests.helpers import invoke
