@@ -49,6 +49,7 @@ def main() -> None:
     from rich.markup import escape
 
     from fwe_cli.cli.output import claim_process, console, finish, note_error, warnings_as_lines
+    from fwe_cli.errors import InternalError
 
     claim_process()
     warnings_as_lines()
@@ -67,7 +68,7 @@ def main() -> None:
         console.print("[bold red]interrupted[/]", soft_wrap=True)
         code = 130
     except Exception as exc:  # FWE_TRACEBACK=1 lets a bug through: its traceback, and still one object
-        note_error({"type": "InternalError", "message": repr(exc), "stage": None})
+        note_error(InternalError(repr(exc)))
         finish(1)
         raise
     code = code if isinstance(code, int) else 0

@@ -41,5 +41,4 @@ class FweGroup(TyperGroup):
 def _note_usage(exc: BaseException) -> None:
     from fwe_cli.cli.output import note_error
 
-    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-    note_error({"type": type(exc).__name__, "message": message, "stage": None})
+    note_error(exc, exc.format_message() if hasattr(exc, "format_message") else None)

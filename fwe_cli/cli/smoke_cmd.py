@@ -12,11 +12,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
-from fwe_cli.cli.exit_codes import EXIT_FAILED, SMOKE_EXIT_CODES_HELP, exit_code_for, one_line
+from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, settle
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, end_now, finish, fmt_s, note_error, print_json
-from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate
-from fwe_cli.errors import ConfigError, HardTimeout, OutputError, os_error_line
+from fwe_cli.cli.output import console, end_now, finish, fmt_s, print_json, report_failure
+from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
+from fwe_cli.errors import ConfigError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
 
@@ -130,18 +130,6 @@ def _summary(result: dict, artifact: str) -> None:
     console.print(table)
 
 
-def _read_state(path: Path) -> dict:
-    """The JSON of a --save-state file; ConfigError naming the file when it cannot be read or parsed."""
-    import orjson
-
-    try:
-        return orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(os_error_line("read the resume state", str(path), exc)) from None
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
-
-
 @fwe_command()
 def smoke(
     timeout: Annotated[float, typer.Option(help="Hard limit in seconds for the first batch and the rest.")] = 60.0,
@@ -155,11 +143,13 @@ def smoke(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.smoke import run_smoke
+    from fwe_cli.measure.gate import open_gate
+    from fwe_cli.measure.smoke import read_resume_state, run_smoke
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
-    gate = prepare_gate("smoke", baseline, max_regression, config.to_dict())  # a bad baseline fails before the run
+    gate = open_gate("smoke", None if baseline is None else str(baseline), max_regression, config.to_dict(),
+                     flags=FLAG_NAMES)  # a bad baseline fails before the run
     if save_batches is not None:
         save_batches = rank_path(save_batches, config.shard.rem)
     if save_state is not None:
@@ -176,27 +166,24 @@ def smoke(
         check_output_file(str(save_batches), "save batches to")
     if save_state is not None:
         check_output_file(str(save_state), "save the loader state to")
-    resume = _read_state(resume_state) if resume_state is not None else None
+    resume = read_resume_state(str(resume_state)) if resume_state is not None else None
     watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
                                    "fallback": None, "started": utc_iso()}, json_out)
     try:
-        result, exc = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
-                                on_deadline=watchdog.arm, resume=resume,
-                                save_state=str(save_state) if save_state else None)
+        result, failure = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
+                                    on_deadline=watchdog.arm, resume=resume,
+                                    save_state=str(save_state) if save_state else None)
     finally:
         watchdog.cancel()
-    code = exit_code_for(exc) if exc is not None else 0 if result["ok"] else EXIT_FAILED
-    result.update(artifact=artifact, exit_code=code)  # the artifact is the --json object
-    code = gate_summary(result, "smoke", gate) or code  # a failed smoke keeps its own code
+    result["artifact"] = artifact  # the artifact is the --json object
+    regression = gate.judge(result)
+    outcome = failure or regression  # a smoke that failed by itself keeps its own code and error
+    code = settle(result, outcome)
     write_json(artifact, result)
     _summary(result, artifact)
-    print_gate(result)
+    print_gate(result, regression)
     if json_out:
         print_json(result)
-    if exc is not None:
-        console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
-    elif code == EXIT_FAILED:
-        failed = [check["name"] for check in result["checks"] if not check["ok"]]
-        note_error({"type": "CheckFailed", "message": f"checks failed: {', '.join(failed) or 'no batch'}",
-                    "stage": None})
+    if outcome is not None:
+        report_failure(outcome)
     _exit(code, result)

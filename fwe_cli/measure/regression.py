@@ -15,7 +15,7 @@ from typing import Mapping
 
 import orjson
 
-from fwe_cli.errors import ConfigError, os_error_line
+from fwe_cli.errors import CheckFailed, ConfigError, os_error_line
 from fwe_cli.loader.limits import check_limit
 
 DEFAULT_MAX_REGRESSION_PCT = 10.0
@@ -74,7 +74,7 @@ def _failure(record: dict, kind: str) -> str | None:
     if kind == "smoke":
         failed = [str(c.get("name")) for c in record.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
         if failed or (record.get("ok") is False and not isinstance(error, dict)):
-            return f"checks failed: {', '.join(failed) or 'no batch'}"
+            return str(CheckFailed(failed))
     return None
 
 

@@ -1,7 +1,8 @@
 """Smoke test of the loader: time to first batch, a few more batches, and checks on what came out.
 
-`run_smoke` never raises for a loader failure: it returns the result (ok false, error filled in) together
-with the exception, so the caller can both write the artifact and map the exception to an exit code.
+`run_smoke` never raises for a loader failure or a failed check: it returns the result (ok false, error filled in)
+together with the exception (CheckFailed for a check), so the caller can both write the artifact and map the
+exception to an exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import orjson
 
 from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
-from fwe_cli.errors import EndOfData, FweError, LoaderTimeout, OutputError
+from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, LoaderTimeout, OutputError, os_error_line
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S, FineWebLoader
@@ -152,7 +153,22 @@ def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = No
         elif error is None:  # the batches were fine; the run still failed to deliver what was asked
             error = failure
             result.update(ok=False, error=error_record(failure))
+    if error is None and not result["ok"]:
+        error = CheckFailed([check["name"] for check in result["checks"] if not check["ok"]])
+        result["error"] = error_record(error)
     return result, error
+
+
+def read_resume_state(path: str) -> dict:
+    """The loader state in a --save-state file (for --resume-state); ConfigError naming the file when it cannot be
+    read or is not JSON."""
+    try:
+        with open(path, "rb") as handle:
+            return orjson.loads(handle.read())
+    except OSError as exc:
+        raise ConfigError(os_error_line("read the resume state", path, exc)) from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
 
 
 def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputError | None:

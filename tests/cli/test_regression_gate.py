@@ -175,7 +175,9 @@ def test_measure_regression_and_pass_through_the_command(tmp_path, measure_summa
     with other --steps is refused (exit 2) before any run folder exists."""
     args = ("measure", "--warm", "--source", "synthetic", "--tokenizer", "byte", "--steps", "5", "--step-ms", "0",
             "--repeats", "2")
-    warm = [dict(run, tokens_per_s=run["tokens_per_s"] * 1000) for run in measure_summary["runs"]]
+    # first batches of 1000 s and fetches of 10 s: only tokens/s can regress, however loaded this machine is
+    warm = [dict(run, tokens_per_s=run["tokens_per_s"] * 1000, first_batch_s=1000.0, fetch_p95_ms=10_000.0)
+            for run in measure_summary["runs"]]
     faster = _baseline(tmp_path, measure_summary, runs=warm)
     result = invoke(*args, "--baseline", faster, "--json", "--artifacts-dir", str(tmp_path / "a"))
     data = orjson.loads(result.stdout)
@@ -195,35 +197,41 @@ def test_measure_regression_and_pass_through_the_command(tmp_path, measure_summa
 # -- the measure side: the functions `fwe measure` calls, on a real summary -----------------------------------------
 
 def test_measure_gate_functions(tmp_path, measure_summary):
-    """prepare_gate vets a measure baseline up front (other --steps: exit 2 naming plan steps and both values);
-    gate_summary on a certain regression (baseline tokens/s x 1000 on every run) returns 5 and marks the summary,
-    and on a certain improvement returns 0; a summary that failed by itself keeps its own code."""
-    from fwe_cli.cli.regression_gate import gate_summary, prepare_gate
+    """open_gate vets a measure baseline up front (other --steps: exit 2 naming plan steps and both values); judge on
+    a certain regression (baseline tokens/s x 1000 on every run) records the comparison and gives the Regression that
+    settles the summary at exit 5, and on a certain improvement gives none; a summary that failed by itself keeps its
+    own code, the comparison kept for information; without a baseline the summary records no comparison."""
+    from fwe_cli.cli.exit_codes import EXIT_LOADER, settle
+    from fwe_cli.errors import Regression, RunFailed
+    from fwe_cli.measure.gate import open_gate
 
     config, plan = measure_summary["config"], measure_summary["plan"]
     with pytest.raises(ConfigError, match=r"plan steps \(--steps\) 5, this run has 50"):
-        prepare_gate("measure", Path(_baseline(tmp_path, measure_summary)), None, config, dict(plan, steps=50))
+        open_gate("measure", _baseline(tmp_path, measure_summary), None, config, dict(plan, steps=50))
     faster = copy.deepcopy(measure_summary)
     for run in faster["runs"]:
         run["tokens_per_s"] = (run["tokens_per_s"] or 1) * 1000
-    gate = prepare_gate("measure", Path(_baseline(tmp_path, faster)), 15, config, plan)
-    current = dict(copy.deepcopy(measure_summary), exit_code=0, ok=True, error=None)
-    assert gate_summary(current, "measure", gate) == EXIT_KPI
+    gate = open_gate("measure", _baseline(tmp_path, faster), 15, config, plan)
+    current = copy.deepcopy(measure_summary)
+    regression = gate.judge(current)
+    assert isinstance(regression, Regression) and "tokens_per_s" in str(regression)
+    assert settle(current, regression) == EXIT_KPI
     assert current["exit_code"] == EXIT_KPI and current["ok"] is False and current["error"]["type"] == "Regression"
     tokens = next(check for check in current["regression"]["checks"] if check["metric"] == "tokens_per_s")
     assert tokens["pass"] is False and tokens["n_baseline"] == tokens["n_current"] == 2
     assert "cold_first_batch_s: skipped, measured by neither run" in current["regression"]["notes"]
-    failed = dict(copy.deepcopy(measure_summary), exit_code=4, ok=False, error={"type": "RunFailed"})
-    assert gate_summary(failed, "measure", gate) == 0 and failed["exit_code"] == 4
+    failed = copy.deepcopy(measure_summary)
+    own = RunFailed("1 of 4 runs failed; first: SourceError: gone", [{"type": "SourceError"}])
+    regression = gate.judge(failed)
+    assert settle(failed, own or regression) == EXIT_LOADER and failed["exit_code"] == EXIT_LOADER
     assert failed["error"]["type"] == "RunFailed" and failed["regression"]["pass"] is False
     slower = copy.deepcopy(measure_summary)
     for run in slower["runs"]:
         run.update(first_batch_s=1000.0, fetch_p95_ms=10_000.0, tokens_per_s=1.0)
-    current = dict(copy.deepcopy(measure_summary), exit_code=0)
-    assert gate_summary(current, "measure", prepare_gate("measure", Path(_baseline(tmp_path, slower)), None,
-                                                          config, plan)) == 0
-    assert current["regression"]["pass"] is True and current["exit_code"] == 0
-    assert gate_summary(current, "measure", None) == 0 and current["regression"] is None
+    current = copy.deepcopy(measure_summary)
+    assert open_gate("measure", _baseline(tmp_path, slower), None, config, plan).judge(current) is None
+    assert current["regression"]["pass"] is True
+    assert open_gate("measure", None, None, config, plan).judge(current) is None and current["regression"] is None
 
 
 def test_load_baseline_refuses_a_smoke_artifact_for_measure(tmp_path, smoke_artifact):
