@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
+from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, settle
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, finish, fmt_s, print_json, report_failure
@@ -36,50 +36,50 @@ EPILOG = SMOKE_EXIT_CODES_HELP
 # The watchdog fires this long after the loader's own deadline: room for the loader to raise its timeout, close
 # (its joins are bounded), and for the command to write the artifact and print the result.
 WATCHDOG_GRACE_S = 2.0
+WATCHDOG_POLL_S = 0.1
 
 
 class Watchdog:
     """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
-    the main thread). The loader's deadline owns the time limit; this timer follows the latest moment a working
-    loader returns by (`arm`, each time `run_smoke` reports it: room for a fallback included, then the new limit a
-    fallback gets) and fires only WATCHDOG_GRACE_S after it. Firing
-    writes the artifact, prints the one result object with --json, and ends the process with the timeout code."""
+    the main thread). The loader owns the time limit; this thread only reads the latest moment the loader's call in
+    progress returns by (`FineWebLoader.returns_by`: room for a fallback included, then the fallback's own limit)
+    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact, prints the one result object with
+    --json, and ends the process with the timeout code. Used as a context manager around the run."""
 
-    def __init__(self, artifact: str, base: dict, json_out: bool):
-        self.artifact, self.base, self.json_out = artifact, base, json_out
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
+    def __init__(self, loader, artifact: str, base: dict, json_out: bool):
+        self.loader, self.artifact, self.base, self.json_out = loader, artifact, base, json_out
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="fwe-watchdog", daemon=True)
 
-    def arm(self, latest: float, fallback: dict | None = None) -> None:
-        """(Re)start the timer for `latest` (a time.perf_counter value) plus the grace."""
-        if fallback is not None:
-            self.base["fallback"] = fallback
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(max(0.0, latest - time.perf_counter()) + WATCHDOG_GRACE_S, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+    def __enter__(self) -> "Watchdog":
+        self._thread.start()
+        return self
 
-    def cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCHDOG_POLL_S):
+            by = self.loader.returns_by
+            if by is not None and time.perf_counter() > by + WATCHDOG_GRACE_S:
+                self._fire()
+                return
 
     def _fire(self) -> None:
         from fwe_cli.artifacts import error_record, provenance, utc_iso
 
         exc = HardTimeout(f"no result within {WATCHDOG_GRACE_S:g} s after the loader's deadline", stage="unknown (watchdog)")
         code = exit_code_for(exc)
-        record = dict(self.base, ok=False, error=error_record(exc), artifact=self.artifact, **provenance(),
-                      finished=utc_iso(), exit_code=code)
+        record = dict(self.base, fallback=self.loader.fallback, ok=False, error=error_record(exc),
+                      artifact=self.artifact, **provenance(), finished=utc_iso(), exit_code=code)
         try:
             write_json(self.artifact, record)
             where = f"artifact {self.artifact}"
         except OutputError as failed:  # this thread ends the process: a traceback here would be the last word
             where = one_line(failed)
         if not finish(code, record if self.json_out else None):
-            return  # the command ended the run as the timer fired: its result is the one printed
+            return  # the command ended the run as the watchdog fired: its result is the one printed
         console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
         sys.stderr.flush()
         os._exit(code)
@@ -144,7 +144,7 @@ def smoke(
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
     from fwe_cli.measure.gate import open_gate
-    from fwe_cli.measure.smoke import read_resume_state, run_smoke
+    from fwe_cli.measure.smoke import SmokeRun, read_resume_state
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
@@ -167,14 +167,12 @@ def smoke(
     if save_state is not None:
         check_output_file(str(save_state), "save the loader state to")
     resume = read_resume_state(str(resume_state)) if resume_state is not None else None
-    watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
-                                   "fallback": None, "started": utc_iso()}, json_out)
-    try:
-        result, failure = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
-                                    on_deadline=watchdog.arm, resume=resume,
-                                    save_state=str(save_state) if save_state else None)
-    finally:
-        watchdog.cancel()
+    run = SmokeRun(config, resume)
+    base = {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
+            "started": run.started}
+    with Watchdog(run.loader, artifact, base, json_out):
+        result, failure = run.finish(batches, save_path=str(save_batches) if save_batches else None,
+                                     save_state=str(save_state) if save_state else None)
     result["artifact"] = artifact  # the artifact is the --json object
     regression = gate.judge(result)
     outcome = failure or regression  # a smoke that failed by itself keeps its own code and error

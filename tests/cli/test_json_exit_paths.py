@@ -108,7 +108,7 @@ def test_an_internal_error_is_one_error_object(monkeypatch, tmp_path):
         raise TypeError("odd value")
 
     monkeypatch.delenv("FWE_TRACEBACK", raising=False)
-    monkeypatch.setattr(smoke, "run_smoke", broken)
+    monkeypatch.setattr(smoke, "SmokeRun", broken)
     result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, EXIT_INTERNAL)
     assert data["error"]["type"] == "InternalError" and "TypeError: odd value" in data["error"]["message"]
@@ -121,7 +121,7 @@ def test_an_interrupt_in_process_is_one_error_object(monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(smoke, "run_smoke", interrupted)
+    monkeypatch.setattr(smoke, "SmokeRun", interrupted)
     result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, EXIT_INTERRUPTED)
     assert data["error"]["type"] == "KeyboardInterrupt" and data["command"] == "smoke"
