@@ -6,7 +6,7 @@ import typer
 
 from fwe_cli import __version__
 from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, smoke_cmd, tokenize_cmd, tune_cmd
-from fwe_cli.cli.group import FweGroup
+from fwe_cli.cli.group import FweCommand, FweGroup
 
 
 app = typer.Typer(
@@ -33,12 +33,12 @@ def root(
     """FineWeb-Edu loader toolkit."""
 
 
-app.command("smoke", help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
-app.command("measure", help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
-app.command("tune", help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
-app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
-app.command("tokenize", help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
-app.command("doctor", help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
+app.command("smoke", cls=FweCommand, help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
+app.command("measure", cls=FweCommand, help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
+app.command("tune", cls=FweCommand, help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
+app.command("bootstrap", cls=FweCommand, help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
+app.command("tokenize", cls=FweCommand, help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
+app.command("doctor", cls=FweCommand, help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
 
 
 def main() -> None:

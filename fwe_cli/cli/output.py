@@ -19,23 +19,26 @@ def _write_json(obj) -> None:
 
 
 # -- --json: exactly one object on stdout per run ----------------------------------------------------------------------
-# `begin` (the `fwe` group, from the command line) says whether --json was asked for. A command's print_json then only
-# holds its result; `finish` (every way a run ends: the group's exit, `fwe`'s main, end_now, smoke's watchdog) prints
-# it once with `exit_code`, or, when the run ended before a result (usage error, exception, interrupt), an error
-# object {ok: false, exit_code, error: {type, message, stage?}, command}. The first `finish` wins; later ones print
-# nothing and return False.
+# `begin` (the `fwe` group, as a run starts) resets the run; `ask_json` (the command's parsed flags, fwe_cli.cli.group)
+# says whether --json was asked for. A command's print_json then only holds its result; `finish` (every way a run
+# ends: the group's exit, `fwe`'s main, end_now, smoke's watchdog) prints it once with `exit_code`, or, when the run
+# ended before a result (usage error, exception, interrupt), an error object {ok: false, exit_code, error: {type,
+# message, stage?}, command}. The first `finish` wins; later ones print nothing and return False.
 _RUN: dict = {"json": False, "command": None, "result": None, "error": None, "done": False}
 _RUN_LOCK = threading.Lock()
-NO_JSON_GUARD = ("--help", "--version")  # their output is the text asked for, not a run's result
 
 
-def begin(argv: list[str]) -> None:
-    """A run of `fwe ARGV` starts: note whether it asked for --json (before a `--`) and which command it names."""
-    head = argv[:argv.index("--")] if "--" in argv else argv
-    wants = "--json" in head and not any(flag in head for flag in NO_JSON_GUARD)
-    command = next((arg for arg in head if not arg.startswith("-")), None)
+def begin() -> None:
+    """A run of `fwe` starts: no result, no error, no JSON object until a command's flags ask for one."""
     with _RUN_LOCK:
-        _RUN.update(json=wants, command=command, result=None, error=None, done=False)
+        _RUN.update(json=False, command=None, result=None, error=None, done=False)
+
+
+def ask_json(wants: bool, command: str | None) -> None:
+    """Whether this run prints its one JSON object (--json as the command's flags were parsed), and which command it
+    is (named in an error object)."""
+    with _RUN_LOCK:
+        _RUN.update(json=wants, command=command)
 
 
 def note_error(exc: BaseException, message: str | None = None) -> None:

@@ -70,6 +70,19 @@ def test_a_usage_error_of_the_fwe_process_is_one_error_object(args, tmp_path):
     assert [line for line in proc.stderr.splitlines() if line.strip()][0].startswith("error: ")
 
 
+def test_json_mode_is_read_from_the_parsed_flags(tmp_path):
+    """`fwe smoke --local-path --json`: click gives --local-path the value "--json", so the run is not in JSON mode
+    and, whatever it does, stdout holds no JSON object; a second --json after it is the flag, and that run prints its
+    one object."""
+    args = ("smoke", "--local-path", "--json", "--tokenizer", "byte", "--artifacts-dir", str(tmp_path))
+    plain = invoke(*args)
+    assert plain.exit_code != 0 and "--json" in plain.stderr  # no file named --json: the one error line names it
+    assert not plain.stdout.lstrip().startswith("{"), plain.stdout
+    flagged = invoke(*args, "--json")
+    data = one_object(flagged.stdout, flagged.exit_code)
+    assert data["config"]["local_path"] == "--json"
+
+
 def test_without_json_stdout_stays_empty_on_a_usage_error(tmp_path):
     """The object is --json's: a usage error without it prints nothing on stdout."""
     result = invoke("smoke", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
