@@ -68,8 +68,9 @@ def _summary(result: dict, artifact: str) -> None:
         table.add_row("[yellow]note[/]", "the source ended before the target size")
     table.add_row("manifest", escape(str(result["manifest_path"])))
     table.add_row("artifact", escape(artifact))
-    if result["outcome"] != "interrupted":
-        table.add_row("next", f"train from it: --local-path {escape(str(result['output']))}")
+    if result["outcome"] != "interrupted":  # with --tokenize, the shards: the text would be tokenized again
+        trained = result["tokens"]["output"] if "tokens" in result else result["output"]
+        table.add_row("next", f"train from it: --local-path {escape(str(trained))}")
     console.print(table)
 
 

@@ -130,6 +130,17 @@ def _summary(result: dict, artifact: str) -> None:
     console.print(table)
 
 
+def _warnings(result: dict) -> None:
+    """With --json (no table): what the table would warn about, one `warning:` line each."""
+    bad = result["source"].get("bad_records")
+    if bad and bad["count"]:
+        console.print(f"[yellow]warning:[/] bad records: {bad['count']} skipped, first: "
+                      f"{escape(str(bad['examples'][0]))}", soft_wrap=True)
+    if result["fallback"]:
+        console.print(f"[yellow]warning:[/] FALLBACK: synthetic data used: {escape(result['fallback']['reason'])}",
+                      soft_wrap=True)
+
+
 @fwe_command()
 def smoke(
     timeout: Annotated[float, typer.Option(help="Hard limit in seconds for the first batch and the rest.")] = 60.0,
@@ -178,10 +189,12 @@ def smoke(
     outcome = failure or regression  # a smoke that failed by itself keeps its own code and error
     code = settle(result, outcome)
     write_json(artifact, result)
-    _summary(result, artifact)
-    print_gate(result, regression)
-    if json_out:
+    if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(result)
+        _warnings(result)
+    else:
+        _summary(result, artifact)
+    print_gate(result, regression, table=not json_out)
     if outcome is not None:
         report_failure(outcome)
     _exit(code, result)

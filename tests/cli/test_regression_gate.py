@@ -72,7 +72,8 @@ def test_smoke_regression_exits_5_with_one_json_object(tmp_path, smoke_artifact)
 
 def test_smoke_better_than_baseline_exits_0(tmp_path, smoke_artifact):
     """A run far faster than its baseline (first batch 1000 s, 1 token/s) exits 0 with regression.pass true and
-    no error; a note says the fetch p95 of a 3-batch smoke is not compared."""
+    no error; a note says the fetch p95 of a 3-batch smoke is not compared; the gate's pass line is on stderr
+    without --json (with it, stderr keeps only warnings and errors)."""
     baseline = _baseline(tmp_path, smoke_artifact, first_batch_s=1000.0, tokens_per_s=1.0)
     result = invoke(*SMOKE, "--baseline", baseline, "--json", "--artifacts-dir", str(tmp_path / "out"))
     assert result.exit_code == 0, result.stderr
@@ -82,7 +83,9 @@ def test_smoke_better_than_baseline_exits_0(tmp_path, smoke_artifact):
     assert gate["pass"] is True and gate["max_regression_pct"] == 10  # the default bound
     assert {check["metric"] for check in gate["checks"]} == {"first_batch_s", "tokens_per_s"}
     assert any(note.startswith("fetch_p95_ms: skipped") for note in gate["notes"])
-    assert "pass" in result.stderr
+    assert "regression gate" not in result.stderr  # --json: stderr only for warnings and errors, as measure's
+    table = invoke(*SMOKE, "--baseline", baseline, "--artifacts-dir", str(tmp_path / "out"))
+    assert table.exit_code == 0 and "regression gate: pass" in " ".join(table.stderr.split())
 
 
 def test_smoke_without_baseline_records_no_regression(tmp_path):

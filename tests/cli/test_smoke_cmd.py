@@ -62,6 +62,18 @@ def test_smoke_synthetic_byte_json(tmp_path):
     assert out["artifact"].startswith(str(tmp_path / "smoke"))
 
 
+def test_smoke_json_leaves_stderr_to_warnings_and_errors(tmp_path):
+    """With --json the object carries the result: no summary table on stderr (as measure and tune), only warnings
+    and errors; without --json the table is there."""
+    args = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1", "--artifacts-dir", str(tmp_path))
+    quiet = invoke(*args, "--json")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert [line for line in quiet.stderr.splitlines() if line.strip() and not line.startswith("warning:")] == []
+    assert orjson.loads(quiet.stdout)["ok"] is True
+    table = invoke(*args)
+    assert table.exit_code == 0 and "fwe smoke" in table.stderr and "first batch" in table.stderr
+
+
 def test_smoke_local_gpt2_seq1024_batch8(tmp_path, synthetic_jsonl, gpt2_tokenizer_json):
     """Local JSONL + GPT-2 tokenizer.json, seq 1024, batch 8: ok, shape right, ids within GPT-2's vocab."""
     out = tmp_path / "b.npz"
