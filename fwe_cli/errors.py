@@ -1,7 +1,10 @@
 """The exceptions fwe raises on purpose.
 
-Each maps to one exit code in one place (`_CODES` / `exit_code_for` in fwe_cli/cli/errors.py); anything else is a
-bug and keeps its traceback.
+Each maps to one exit code in one place (`_CODES` / `exit_code_for` in fwe_cli/cli/exit_codes.py); anything else is a
+bug and keeps its traceback. Besides the failures, a command's outcome is an exception too when it ends the command
+with a non-zero code (checks failed, runs failed, a target missed, a regression, a partial sweep): the command
+records it in its result and raises it, and the one table gives its exit code. Their class names are the `error.type`
+of the result and of the --json object.
 """
 
 
@@ -68,6 +71,54 @@ class InputError(FweError):
     """An input is not what it must be: a bootstrap part whose size or sha256 differs from its manifest, a path that
     is not a regular file (a FIFO, a device, a directory where a file is expected), a compressed file that ends
     early. Exit code: usage (2), as for a bad flag: the input given is wrong, fwe is not."""
+
+
+class InternalError(Exception):
+    """The record of a bug: an exception fwe did not expect, as a run's error object names it (built, not raised).
+    Exit code: internal (70)."""
+
+
+# -- outcomes: a command ran, and this is why it still ends with a non-zero code -------------------------------------
+
+class CheckFailed(FweError):
+    """`fwe smoke` pulled its batches, but a check of them failed (or no batch came). Exit code: failed (1)."""
+
+    def __init__(self, failed: list[str]):
+        super().__init__(f"checks failed: {', '.join(failed) or 'no batch'}")
+
+
+class VerifyFailed(FweError):
+    """`--verify` found damage in a bootstrap or a token output. Exit code: failed (1)."""
+
+
+class RunsFailed(FweError):
+    """Measured runs (fresh processes) failed; `failures` holds their error records ({type, message, stage}). Exit
+    code: the one their errors map to when they all agree (2 when every run found a bad input, 3 when every run
+    timed out, ...), else loader (4)."""
+
+    def __init__(self, message: str, failures: list[dict]):
+        super().__init__(message)
+        self.failures = failures
+
+
+class RunFailed(RunsFailed):
+    """`fwe measure`: some of its runs failed."""
+
+
+class TrialFailed(RunsFailed):
+    """`fwe tune`: some of its trials failed, or none succeeded."""
+
+
+class KpiMissed(FweError):
+    """`fwe measure --fail-on-kpi`: a target was missed. Exit code: 5."""
+
+
+class Regression(FweError):
+    """`--baseline`: a metric is worse than the baseline's by more than --max-regression. Exit code: 5."""
+
+
+class Partial(FweError):
+    """`fwe tune`: --budget-s ran out before every trial ran; the result covers what was measured. Exit code: 6."""
 
 
 def os_error_line(operation: str, path: str, exc: OSError) -> str:

@@ -6,7 +6,7 @@ import typer
 
 from fwe_cli import __version__
 from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, report_cmd, smoke_cmd, tokenize_cmd, tune_cmd
-from fwe_cli.cli.group import FweGroup
+from fwe_cli.cli.group import FweCommand, FweGroup
 
 
 app = typer.Typer(
@@ -33,13 +33,13 @@ def root(
     """FineWeb-Edu loader toolkit."""
 
 
-app.command("smoke", help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
-app.command("measure", help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
-app.command("tune", help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
-app.command("bootstrap", help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
-app.command("tokenize", help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
-app.command("doctor", help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
-app.command("report", help=report_cmd.HELP, epilog=report_cmd.EPILOG)(report_cmd.report)
+app.command("smoke", cls=FweCommand, help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
+app.command("measure", cls=FweCommand, help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
+app.command("tune", cls=FweCommand, help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
+app.command("bootstrap", cls=FweCommand, help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
+app.command("tokenize", cls=FweCommand, help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
+app.command("doctor", cls=FweCommand, help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
+app.command("report", cls=FweCommand, help=report_cmd.HELP, epilog=report_cmd.EPILOG)(report_cmd.report)
 
 
 def main() -> None:
@@ -50,6 +50,7 @@ def main() -> None:
     from rich.markup import escape
 
     from fwe_cli.cli.output import claim_process, console, finish, note_error, warnings_as_lines
+    from fwe_cli.errors import InternalError
 
     claim_process()
     warnings_as_lines()
@@ -68,7 +69,7 @@ def main() -> None:
         console.print("[bold red]interrupted[/]", soft_wrap=True)
         code = 130
     except Exception as exc:  # FWE_TRACEBACK=1 lets a bug through: its traceback, and still one object
-        note_error({"type": "InternalError", "message": repr(exc), "stage": None})
+        note_error(InternalError(repr(exc)))
         finish(1)
         raise
     code = code if isinstance(code, int) else 0

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,9 +13,10 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
-from fwe_cli.cli.errors import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
+from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
 HELP = """Copy N GB of FineWeb-Edu to local disk once (JSONL parts + manifest.json), then train from disk.
@@ -49,72 +47,6 @@ With --tokenize T, once the text is staged it is tokenized into OUT/tokens/ (OUT
 """
 EPILOG = BOOTSTRAP_EXIT_CODES_HELP
 PANEL = "Source"
-PLAIN_EVERY_S = 5.0
-
-
-class _Reporter:
-    """Progress on stderr: a rich bar on a terminal, a plain line every few seconds otherwise."""
-
-    def __init__(self, live: bool):
-        self.live = live
-        self.progress = None
-        self.task = None
-        self.last_line = 0.0
-
-    def __enter__(self) -> "_Reporter":
-        if self.live:
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                       TransferSpeedColumn)
-
-            self.progress = Progress(
-                TextColumn("bootstrap"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                TextColumn("{task.fields[docs]:,} docs"), TimeRemainingColumn(), console=console, transient=False)
-            self.progress.start()
-        return self
-
-    def __call__(self, info: dict) -> None:
-        if self.progress is not None:
-            if self.task is None:
-                self.task = self.progress.add_task("bootstrap", total=info["target_bytes"], docs=0)
-            self.progress.update(self.task, completed=info["bytes"], docs=info["documents"])
-            return
-        now = time.monotonic()
-        final = info["bytes"] >= info["target_bytes"]
-        if now - self.last_line < PLAIN_EVERY_S and not final and self.last_line:
-            return
-        self.last_line = now
-        eta = "—" if info["eta_s"] is None else f"{info['eta_s']:.0f} s"
-        console.print(f"bootstrap: {info['bytes'] / 1e9:.3f}/{info['target_bytes'] / 1e9:.3f} GB "
-                      f"({100 * min(1.0, info['bytes'] / info['target_bytes']):.1f}%), {info['documents']:,} docs, "
-                      f"{info['files']} parts, {info['mb_per_s']:.1f} MB/s, ETA {eta}", soft_wrap=True)
-
-    def __exit__(self, *exc) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-class _StopOnSignal:
-    """First Ctrl-C / SIGTERM: stop at the next record and save a resume point. Second Ctrl-C: abort at once."""
-
-    def __init__(self):
-        self.stop = threading.Event()
-        self._saved: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.stop.is_set():
-            raise KeyboardInterrupt
-        self.stop.set()
-        console.print("[yellow]stopping: saving a resume point (Ctrl-C again to abort at once)[/]")
-
-    def __enter__(self) -> "_StopOnSignal":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
 
 
 def _summary(result: dict, artifact: str) -> None:
@@ -136,8 +68,9 @@ def _summary(result: dict, artifact: str) -> None:
         table.add_row("[yellow]note[/]", "the source ended before the target size")
     table.add_row("manifest", escape(str(result["manifest_path"])))
     table.add_row("artifact", escape(artifact))
-    if result["outcome"] != "interrupted":
-        table.add_row("next", f"train from it: --local-path {escape(str(result['output']))}")
+    if result["outcome"] != "interrupted":  # with --tokenize, the shards: the text would be tokenized again
+        trained = result["tokens"]["output"] if "tokens" in result else result["output"]
+        table.add_row("next", f"train from it: --local-path {escape(str(trained))}")
     console.print(table)
 
 
@@ -243,14 +176,12 @@ def bootstrap(
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     prepare_output_dir(os.path.dirname(artifact))  # before hours of copying, not after
     try:
-        with _StopOnSignal() as stopper, _Reporter(live=console.is_terminal) as reporter:
+        with StopOnSignal() as stopper, BootstrapProgress() as reporter:
             from fwe_cli.bootstrap.run import run_bootstrap
 
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
         if tokens_config is not None and result["outcome"] != "interrupted":
-            from fwe_cli.cli.tokenize_cmd import run_with_progress
-
-            tokens = run_with_progress(tokens_config, stopper, label="tokenize")
+            tokens = tokenize_with_progress(tokens_config, stopper)
             result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}
             result["outcome"] = "interrupted" if tokens["outcome"] == "interrupted" else result["outcome"]
     except FweError as exc:
@@ -280,7 +211,7 @@ def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, forc
         if shard_tokens is not None:
             raise typer.BadParameter("--shard-tokens needs --tokenize", param_hint="--shard-tokens")
         return None
-    from fwe_cli.cli.tokenize_cmd import tokenize_config
+    from fwe_cli.tokens.run import tokenize_config
 
     out = config.out + ".tokens" if config.out.endswith(".jsonl") else os.path.join(config.out, "tokens")
     return tokenize_config(config.out, out, tokenizer, shard_tokens, force=force)

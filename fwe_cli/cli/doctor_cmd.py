@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.cli.errors import EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_USAGE
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
 
@@ -89,7 +89,7 @@ def doctor(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
     from fwe_cli.loader.config import LoaderConfig
-    from fwe_cli.measure.doctor import run_doctor
+    from fwe_cli.measure.node_report import run_doctor
 
     defaults = LoaderConfig().source
     paths = {"artifacts": str(artifacts_dir)}

@@ -1,9 +1,12 @@
-"""The `fwe` command group: where --json's one object per run is guaranteed (fwe_cli.cli.output.begin/finish)."""
+"""The `fwe` command group and its commands' class: where --json's one object per run is guaranteed
+(fwe_cli.cli.output.begin/ask_json/finish) and where a run learns whether --json was asked for."""
 
 import sys
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+
+NO_JSON_GUARD = ("--help", "--version")  # their output is the text asked for, not a run's result
 
 
 class FweGroup(TyperGroup):
@@ -16,18 +19,27 @@ class FweGroup(TyperGroup):
         from fwe_cli.cli.output import begin, finish
 
         args = list(sys.argv[1:] if args is None else args)
-        begin(args)
+        begin()
         try:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         except SystemExit as exc:  # standalone: typer's own exit, the code the caller sees
             finish(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
             raise
 
-    def make_context(self, *args, **kwargs):
+    def make_context(self, info_name, args, *rest, **kwargs):
+        words = list(args)
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, *rest, **kwargs)
         except typer.TyperException as exc:  # a bad option of `fwe` itself
+            _no_command_parsed(words, None)
             _note_usage(exc)
+            raise
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except typer.TyperException:  # no such command
+            _no_command_parsed(args, args[0] if args else None)
             raise
 
     def invoke(self, ctx):
@@ -38,8 +50,39 @@ class FweGroup(TyperGroup):
             raise
 
 
+class FweCommand(TyperCommand):
+    """A command of `fwe`: whether its run prints one JSON object is read from its flags as click parses them, before
+    their values are checked (so a bad value still gets the error object): `fwe smoke --local-path --json` gives
+    --local-path the value "--json" and leaves JSON mode off; --help wins over --json."""
+
+    def parse_args(self, ctx, args):
+        from fwe_cli.cli.output import ask_json
+
+        ask_json(self._asks_json(ctx, list(args)), ctx.info_name)
+        return super().parse_args(ctx, args)
+
+    def _asks_json(self, ctx, args: list[str]) -> bool:
+        parser = self.make_parser(ctx)
+        parser.ignore_unknown_options = True  # an unknown option is the usage error click reports next
+        for words in (args, args[:-1]):  # an option missing its value can only be the last word: read the others
+            try:
+                opts, _, _ = parser.parse_args(list(words))
+            except typer.TyperException:  # a usage error click reports itself, next
+                continue
+            return bool(opts.get("json_out")) and not opts.get("help")
+        return False
+
+
+def _no_command_parsed(words: list[str], command: str | None) -> None:
+    """A usage error of `fwe` itself (an unknown option or command): no command's flags were parsed, so --json among
+    the words still asks for the error object (unless --help or --version does, or it follows `--`)."""
+    from fwe_cli.cli.output import ask_json
+
+    head = words[:words.index("--")] if "--" in words else words
+    ask_json("--json" in head and not any(flag in head for flag in NO_JSON_GUARD), command)
+
+
 def _note_usage(exc: BaseException) -> None:
     from fwe_cli.cli.output import note_error
 
-    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-    note_error({"type": type(exc).__name__, "message": message, "stage": None})
+    note_error(exc, exc.format_message() if hasattr(exc, "format_message") else None)

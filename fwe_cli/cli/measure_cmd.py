@@ -9,11 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_KPI, EXIT_LOADER, MEASURE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import MEASURE_EXIT_CODES_HELP, settle
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
-from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate
+from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.measure.plan import DEFAULT_STEP_MS, parse_targets
@@ -92,13 +92,22 @@ def _runs_table(summary: dict) -> Table:
     return table
 
 
+def _verdict_cells(check: dict) -> tuple[str, str, str]:
+    """A verdict check as (target, limit, measured): a KPI under the name --targets and the README give it, its
+    figures in seconds or milliseconds with their unit; the completed-runs check as counts."""
+    target = check["target"]
+    if target == "runs_completed":
+        return "runs completed", f"all {check['limit']}", str(check["value"])
+    fmt = fmt_ms if target.endswith("_ms") else fmt_s
+    return target, f"< {fmt(check['limit'])}", fmt(check["value"])
+
+
 def _verdict_table(summary: dict) -> Table:
     table = Table(title="verdict against targets", title_justify="left")
     for column in ("target", "limit", "measured (worst)", "result"):
-        table.add_column(column)
+        table.add_column(column, justify="left" if column == "target" else "right")
     for check in summary["verdict"]["checks"]:
-        table.add_row(check["target"], str(check["limit"]), str(check["value"]),
-                      "[green]pass[/]" if check["pass"] else "[bold red]MISS[/]")
+        table.add_row(*_verdict_cells(check), "[green]pass[/]" if check["pass"] else "[bold red]MISS[/]")
     return table
 
 
@@ -119,29 +128,25 @@ def measure(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.phase0 import MeasurePlan, first_failure, run_measure
+    from fwe_cli.measure.cold_warm import MeasurePlan, measure_outcome, run_measure
+    from fwe_cli.measure.gate import open_gate
 
     refuse_heartbeat_dir(loader_flags, "measure")
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
-    gate = prepare_gate("measure", baseline, max_regression, config.to_dict(), plan.to_dict())  # before any run
+    gate = open_gate("measure", None if baseline is None else str(baseline), max_regression, config.to_dict(),
+                     plan.to_dict(), FLAG_NAMES)  # before any run
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "measure", utc_stamp()))
     columns, row = _live_row(plan.step_ms)
     with LiveRuns("fwe measure — runs", ["run", *columns], row, json_out) as live:
         summary = run_measure(config, plan, out_dir, on_run=live.on_run)
-    failure = first_failure(summary["runs"])
-    failed = sum(1 for run in summary["runs"] if run.get("error"))
-    error, code = None, 0
-    if failure:
-        error, code = {"type": "RunFailed", "message": f"{failed} of {len(summary['runs'])} runs failed; first: "
-                                                      f"{failure}", "stage": None}, EXIT_LOADER
-    elif not summary["verdict"]["pass"] and fail_on_kpi:
-        error, code = {"type": "KpiMissed", "message": "a target was missed (--fail-on-kpi)", "stage": None}, EXIT_KPI
-    # the outcome is part of the summary: summary.json is the --json object
-    summary.update(artifact=os.path.join(out_dir, "summary.json"), ok=code == 0, exit_code=code, error=error)
-    code = gate_summary(summary, "measure", gate) or code  # --baseline: exit 5 on a regression of a good run
+    failure = measure_outcome(summary, fail_on_kpi)
+    summary["artifact"] = os.path.join(out_dir, "summary.json")  # summary.json is the --json object
+    regression = gate.judge(summary)
+    outcome = failure or regression  # a measure that failed by itself keeps its own code and error
+    settle(summary, outcome)
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(summary)
@@ -149,16 +154,11 @@ def measure(
         console.print(_runs_table(summary))
         console.print(_verdict_table(summary))
         console.print(f"artifacts: {escape(out_dir)}")
-    print_gate(summary, table=not json_out)  # the deltas; with --json only a regression's one line
-    if failure:
-        console.print(f"[bold red]error:[/] {failed} of {len(summary['runs'])} runs failed; first: {escape(failure)}",
-                      soft_wrap=True)
-    elif error is not None:  # KpiMissed (--fail-on-kpi); a regression's exit 5 is explained by print_gate's line
-        console.print("[bold red]KPI missed[/] (exit 5 because of --fail-on-kpi)")
-    elif not summary["verdict"]["pass"] and not code:
+    print_gate(summary, regression, table=not json_out)  # the deltas; with --json only a lost regression's line
+    if outcome is None and not summary["verdict"]["pass"]:
         console.print("[yellow]warning:[/] KPI missed — exit 0 because --fail-on-kpi was not given")
-    if code:
-        raise typer.Exit(code)
+    if outcome is not None:
+        raise outcome  # its line and exit code: fwe_command
 
 
 measure.__doc__ = HELP

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
-from rich.markup import escape
 
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, exit_code_for, internal_error_line, one_line
-from fwe_cli.cli.output import console, note_error
-from fwe_cli.errors import FweError
+from fwe_cli.cli.exit_codes import exit_code_for, internal_error_line
+from fwe_cli.cli.output import console, note_error, report_failure
+from fwe_cli.errors import FweError, InternalError
 
 PANEL = "Loader"
 
@@ -80,22 +79,20 @@ def fwe_command(with_loader_options: bool = True, hidden: tuple[str, ...] = ()) 
                 kwargs["loader_flags"] = {name: kwargs.pop(name) for name in LOADER_OPTIONS}
             try:
                 return func(*args, **kwargs)
-            except FweError as exc:
-                note_error(exc)  # the error object of --json (fwe_cli.cli.output.finish)
-                console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
-                raise typer.Exit(exit_code_for(exc)) from None
+            except FweError as exc:  # a failure or an outcome: its line, its code, the error object of --json
+                raise typer.Exit(report_failure(exc)) from None
             except (typer.Exit, typer.Abort, typer.TyperException):  # typer's own exits and usage errors
                 raise
-            except KeyboardInterrupt:  # bootstrap handles its own (it saves a resume point first)
-                note_error({"type": "KeyboardInterrupt", "message": "interrupted", "stage": None})
+            except KeyboardInterrupt as exc:  # bootstrap handles its own (it saves a resume point first)
+                note_error(KeyboardInterrupt("interrupted"))
                 console.print("[bold red]interrupted[/]", soft_wrap=True)
-                raise typer.Exit(EXIT_INTERRUPTED) from None
+                raise typer.Exit(exit_code_for(exc)) from None
             except Exception as exc:  # a bug: one line and its own exit code, not a traceback in the user's log
-                note_error({"type": "InternalError", "message": internal_error_line(exc), "stage": None})
+                bug = InternalError(internal_error_line(exc))
+                note_error(bug)
                 if os.environ.get("FWE_TRACEBACK", "").strip() not in ("", "0"):
                     raise
-                console.print(f"[bold red]error:[/] {escape(internal_error_line(exc))}", soft_wrap=True)
-                raise typer.Exit(EXIT_INTERNAL) from None
+                raise typer.Exit(report_failure(bug)) from None
 
         if with_loader_options:
             params = [p for p in sig.parameters.values() if p.name != "loader_flags"]

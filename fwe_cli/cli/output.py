@@ -19,32 +19,51 @@ def _write_json(obj) -> None:
 
 
 # -- --json: exactly one object on stdout per run ----------------------------------------------------------------------
-# `begin` (the `fwe` group, from the command line) says whether --json was asked for. A command's print_json then only
-# holds its result; `finish` (every way a run ends: the group's exit, `fwe`'s main, end_now, smoke's watchdog) prints
-# it once with `exit_code`, or, when the run ended before a result (usage error, exception, interrupt), an error
-# object {ok: false, exit_code, error: {type, message, stage?}, command}. The first `finish` wins; later ones print
-# nothing and return False.
+# `begin` (the `fwe` group, as a run starts) resets the run; `ask_json` (the command's parsed flags, fwe_cli.cli.group)
+# says whether --json was asked for. A command's print_json then only holds its result; `finish` (every way a run
+# ends: the group's exit, `fwe`'s main, end_now, smoke's watchdog) prints it once with `exit_code`, or, when the run
+# ended before a result (usage error, exception, interrupt), an error object {ok: false, exit_code, error: {type,
+# message, stage?}, command}. The first `finish` wins; later ones print nothing and return False.
 _RUN: dict = {"json": False, "command": None, "result": None, "error": None, "done": False}
 _RUN_LOCK = threading.Lock()
-NO_JSON_GUARD = ("--help", "--version")  # their output is the text asked for, not a run's result
 
 
-def begin(argv: list[str]) -> None:
-    """A run of `fwe ARGV` starts: note whether it asked for --json (before a `--`) and which command it names."""
-    head = argv[:argv.index("--")] if "--" in argv else argv
-    wants = "--json" in head and not any(flag in head for flag in NO_JSON_GUARD)
-    command = next((arg for arg in head if not arg.startswith("-")), None)
+def begin() -> None:
+    """A run of `fwe` starts: no result, no error, no JSON object until a command's flags ask for one."""
     with _RUN_LOCK:
-        _RUN.update(json=wants, command=command, result=None, error=None, done=False)
+        _RUN.update(json=False, command=None, result=None, error=None, done=False)
 
 
-def note_error(exc: BaseException | dict) -> None:
-    """Why the run is ending, for the error object (the first reason noted stands)."""
+def ask_json(wants: bool, command: str | None) -> None:
+    """Whether this run prints its one JSON object (--json as the command's flags were parsed), and which command it
+    is (named in an error object)."""
+    with _RUN_LOCK:
+        _RUN.update(json=wants, command=command)
+
+
+def note_error(exc: BaseException, message: str | None = None) -> None:
+    """Why the run is ending, for the error object (the first reason noted stands); `message` in place of the
+    exception's own text (click's usage errors word theirs in format_message)."""
     from fwe_cli.artifacts import error_record
 
+    record = error_record(exc) if message is None else dict(error_record(exc), message=message)
     with _RUN_LOCK:
         if _RUN["error"] is None:
-            _RUN["error"] = exc if isinstance(exc, dict) else error_record(exc)
+            _RUN["error"] = record
+
+
+def report_failure(exc: BaseException) -> int:
+    """A run ends on a known failure or outcome: noted for --json's error object, one line on stderr; its exit code
+    (fwe_cli.cli.exit_codes, the one table)."""
+    from fwe_cli.cli.exit_codes import error_line, exit_code_for
+
+    note_error(exc)
+    console.print(error_line(exc), soft_wrap=True)
+    return exit_code_for(exc)
+
+
+class Exit(Exception):
+    """How the error object names a run that ended with a non-zero code and no error noted."""
 
 
 def print_json(obj) -> None:
@@ -68,8 +87,9 @@ def finish(code: int, result: dict | None = None) -> bool:
             return True
         error = _RUN["error"] if code else None
         if code and error is None:
-            error = ({"type": "KeyboardInterrupt", "message": "interrupted", "stage": None} if code == 130
-                     else {"type": "Exit", "message": f"exit code {code}", "stage": None})
+            from fwe_cli.artifacts import error_record
+
+            error = error_record(KeyboardInterrupt("interrupted") if code == 130 else Exit(f"exit code {code}"))
         held = result if result is not None else _RUN["result"]
         if held is None:
             obj = {"ok": code == 0, "exit_code": code, "error": error, "command": _RUN["command"]}
@@ -131,9 +151,10 @@ def warnings_as_lines() -> None:
 
 def report_verify(report: dict, counted: str, json_out: bool) -> None:
     """A `--verify` report (bootstrap's parts, tokenize's shards): a `bad:` line per problem and one verdict line
-    naming what was checked (`counted`); the report on stdout with --json; exit 1 when it is not ok."""
-    import typer
+    naming what was checked (`counted`); the report on stdout with --json; VerifyFailed (exit 1) when it is not ok."""
     from rich.markup import escape
+
+    from fwe_cli.errors import VerifyFailed
 
     for problem in report["problems"]:
         console.print(f"[red]bad:[/] {escape(problem['name'])}: {escape(problem['problem'])}", soft_wrap=True)
@@ -143,11 +164,8 @@ def report_verify(report: dict, counted: str, json_out: bool) -> None:
     if json_out:
         print_json(report)
     if not report["ok"]:
-        from fwe_cli.cli.errors import EXIT_FAILED
-
-        note_error({"type": "VerifyFailed", "message": f"{len(report['problems'])} problem(s) in "
-                    f"{report['manifest_path']}" + ("" if report["complete"] else "; not complete"), "stage": None})
-        raise typer.Exit(EXIT_FAILED)
+        raise VerifyFailed(f"{len(report['problems'])} problem(s) in {report['manifest_path']}"
+                           + ("" if report["complete"] else "; not complete"))
 
 
 def write_failure_artifact(artifact: str, record: dict) -> None:
@@ -156,7 +174,7 @@ def write_failure_artifact(artifact: str, record: dict) -> None:
     from rich.markup import escape
 
     from fwe_cli.artifacts import write_json
-    from fwe_cli.cli.errors import one_line
+    from fwe_cli.cli.exit_codes import one_line
     from fwe_cli.errors import OutputError
 
     try:

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from fwe_cli.artifacts import utc_stamp
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json
 

@@ -11,12 +11,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_iso, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_FAILED, SMOKE_EXIT_CODES_HELP, exit_code_for, one_line
+from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_stamp, write_json
+from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, settle
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, end_now, finish, fmt_s, note_error, print_json
-from fwe_cli.cli.regression_gate import Baseline, MaxRegression, gate_summary, prepare_gate, print_gate
-from fwe_cli.errors import ConfigError, HardTimeout, OutputError, os_error_line
+from fwe_cli.cli.output import console, end_now, finish, fmt_s, print_json, report_failure
+from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
+from fwe_cli.errors import ConfigError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
 
@@ -36,50 +36,50 @@ EPILOG = SMOKE_EXIT_CODES_HELP
 # The watchdog fires this long after the loader's own deadline: room for the loader to raise its timeout, close
 # (its joins are bounded), and for the command to write the artifact and print the result.
 WATCHDOG_GRACE_S = 2.0
+WATCHDOG_POLL_S = 0.1
 
 
 class Watchdog:
     """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
-    the main thread). The loader's deadline owns the time limit; this timer follows the latest moment a working
-    loader returns by (`arm`, each time `run_smoke` reports it: room for a fallback included, then the new limit a
-    fallback gets) and fires only WATCHDOG_GRACE_S after it. Firing
-    writes the artifact, prints the one result object with --json, and ends the process with the timeout code."""
+    the main thread). The loader owns the time limit; this thread only reads the latest moment the loader's call in
+    progress returns by (`FineWebLoader.returns_by`: room for a fallback included, then the fallback's own limit)
+    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact, prints the one result object with
+    --json, and ends the process with the timeout code. Used as a context manager around the run."""
 
-    def __init__(self, artifact: str, base: dict, json_out: bool):
-        self.artifact, self.base, self.json_out = artifact, base, json_out
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
+    def __init__(self, loader, artifact: str, base: dict, json_out: bool):
+        self.loader, self.artifact, self.base, self.json_out = loader, artifact, base, json_out
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="fwe-watchdog", daemon=True)
 
-    def arm(self, latest: float, fallback: dict | None = None) -> None:
-        """(Re)start the timer for `latest` (a time.perf_counter value) plus the grace."""
-        if fallback is not None:
-            self.base["fallback"] = fallback
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(max(0.0, latest - time.perf_counter()) + WATCHDOG_GRACE_S, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+    def __enter__(self) -> "Watchdog":
+        self._thread.start()
+        return self
 
-    def cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCHDOG_POLL_S):
+            by = self.loader.returns_by
+            if by is not None and time.perf_counter() > by + WATCHDOG_GRACE_S:
+                self._fire()
+                return
 
     def _fire(self) -> None:
         from fwe_cli.artifacts import error_record, provenance, utc_iso
 
         exc = HardTimeout(f"no result within {WATCHDOG_GRACE_S:g} s after the loader's deadline", stage="unknown (watchdog)")
         code = exit_code_for(exc)
-        record = dict(self.base, ok=False, error=error_record(exc), artifact=self.artifact, **provenance(),
-                      finished=utc_iso(), exit_code=code)
+        record = dict(self.base, fallback=self.loader.fallback, ok=False, error=error_record(exc),
+                      artifact=self.artifact, **provenance(), finished=utc_iso(), exit_code=code)
         try:
             write_json(self.artifact, record)
             where = f"artifact {self.artifact}"
         except OutputError as failed:  # this thread ends the process: a traceback here would be the last word
             where = one_line(failed)
         if not finish(code, record if self.json_out else None):
-            return  # the command ended the run as the timer fired: its result is the one printed
+            return  # the command ended the run as the watchdog fired: its result is the one printed
         console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
         sys.stderr.flush()
         os._exit(code)
@@ -130,16 +130,15 @@ def _summary(result: dict, artifact: str) -> None:
     console.print(table)
 
 
-def _read_state(path: Path) -> dict:
-    """The JSON of a --save-state file; ConfigError naming the file when it cannot be read or parsed."""
-    import orjson
-
-    try:
-        return orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(os_error_line("read the resume state", str(path), exc)) from None
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
+def _warnings(result: dict) -> None:
+    """With --json (no table): what the table would warn about, one `warning:` line each."""
+    bad = result["source"].get("bad_records")
+    if bad and bad["count"]:
+        console.print(f"[yellow]warning:[/] bad records: {bad['count']} skipped, first: "
+                      f"{escape(str(bad['examples'][0]))}", soft_wrap=True)
+    if result["fallback"]:
+        console.print(f"[yellow]warning:[/] FALLBACK: synthetic data used: {escape(result['fallback']['reason'])}",
+                      soft_wrap=True)
 
 
 @fwe_command()
@@ -155,11 +154,13 @@ def smoke(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.smoke import run_smoke
+    from fwe_cli.measure.gate import open_gate
+    from fwe_cli.measure.smoke import SmokeRun, read_resume_state
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
-    gate = prepare_gate("smoke", baseline, max_regression, config.to_dict())  # a bad baseline fails before the run
+    gate = open_gate("smoke", None if baseline is None else str(baseline), max_regression, config.to_dict(),
+                     flags=FLAG_NAMES)  # a bad baseline fails before the run
     if save_batches is not None:
         save_batches = rank_path(save_batches, config.shard.rem)
     if save_state is not None:
@@ -176,27 +177,24 @@ def smoke(
         check_output_file(str(save_batches), "save batches to")
     if save_state is not None:
         check_output_file(str(save_state), "save the loader state to")
-    resume = _read_state(resume_state) if resume_state is not None else None
-    watchdog = Watchdog(artifact, {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None,
-                                   "fallback": None, "started": utc_iso()}, json_out)
-    try:
-        result, exc = run_smoke(config, batches=batches, save_path=str(save_batches) if save_batches else None,
-                                on_deadline=watchdog.arm, resume=resume,
-                                save_state=str(save_state) if save_state else None)
-    finally:
-        watchdog.cancel()
-    code = exit_code_for(exc) if exc is not None else 0 if result["ok"] else EXIT_FAILED
-    result.update(artifact=artifact, exit_code=code)  # the artifact is the --json object
-    code = gate_summary(result, "smoke", gate) or code  # a failed smoke keeps its own code
+    resume = read_resume_state(str(resume_state)) if resume_state is not None else None
+    run = SmokeRun(config, resume)
+    base = {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
+            "started": run.started}
+    with Watchdog(run.loader, artifact, base, json_out):
+        result, failure = run.finish(batches, save_path=str(save_batches) if save_batches else None,
+                                     save_state=str(save_state) if save_state else None)
+    result["artifact"] = artifact  # the artifact is the --json object
+    regression = gate.judge(result)
+    outcome = failure or regression  # a smoke that failed by itself keeps its own code and error
+    code = settle(result, outcome)
     write_json(artifact, result)
-    _summary(result, artifact)
-    print_gate(result)
-    if json_out:
+    if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(result)
-    if exc is not None:
-        console.print(f"[bold red]error:[/] {escape(one_line(exc))}", soft_wrap=True)
-    elif code == EXIT_FAILED:
-        failed = [check["name"] for check in result["checks"] if not check["ok"]]
-        note_error({"type": "CheckFailed", "message": f"checks failed: {', '.join(failed) or 'no batch'}",
-                    "stage": None})
+        _warnings(result)
+    else:
+        _summary(result, artifact)
+    print_gate(result, regression, table=not json_out)
+    if outcome is not None:
+        report_failure(outcome)
     _exit(code, result)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,10 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
-from fwe_cli.cli.bootstrap_cmd import _StopOnSignal
-from fwe_cli.cli.errors import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.cli.progress import StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
 HELP = """Tokenize documents once into token shards (llm.c's .bin format), then train at memory speed.
@@ -36,47 +35,6 @@ Examples:
   fwe tokenize --verify --out /data/fwe_tokens    (re-hash every shard and index against the manifest)
 """
 EPILOG = TOKENIZE_EXIT_CODES_HELP
-PLAIN_EVERY_S = 5.0
-
-
-class TokensReporter:
-    """Progress on stderr: a rich bar over the source's bytes on a terminal, a plain line every few seconds
-    otherwise."""
-
-    def __init__(self, live: bool, label: str = "tokenize"):
-        self.live, self.label = live, label
-        self.progress = self.task = None
-        self.last_line = 0.0
-
-    def __enter__(self) -> "TokensReporter":
-        if self.live:
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn(self.label), BarColumn(), DownloadColumn(),
-                                     TextColumn("{task.fields[tokens]:,} tokens, {task.fields[shards]} shards"),
-                                     TimeRemainingColumn(), console=console, transient=False)
-            self.progress.start()
-        return self
-
-    def __call__(self, info: dict) -> None:
-        if self.progress is not None:
-            if self.task is None:
-                self.task = self.progress.add_task(self.label, total=info["source_bytes"], tokens=0, shards=0)
-            self.progress.update(self.task, completed=info["source_bytes_done"], tokens=info["tokens"],
-                                 shards=info["shards"])
-            return
-        now = time.monotonic()
-        if now - self.last_line < PLAIN_EVERY_S and self.last_line:
-            return
-        self.last_line = now
-        share = info["source_bytes_done"] / info["source_bytes"] if info["source_bytes"] else 0.0
-        console.print(f"{self.label}: {info['tokens']:,} tokens in {info['shards']} shards, {info['documents']:,} "
-                      f"docs, ~{100 * min(1.0, share):.1f}% of the source, {info['tokens_per_s'] / 1e6:.2f} M "
-                      "tokens/s", soft_wrap=True)
-
-    def __exit__(self, *exc) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def summary(result: dict, artifact: str | None) -> None:
@@ -100,14 +58,6 @@ def summary(result: dict, artifact: str | None) -> None:
     if artifact:
         table.add_row("artifact", escape(artifact))
     console.print(table)
-
-
-def run_with_progress(config, stopper, label: str = "tokenize") -> dict:
-    """run_tokenize with progress on stderr and `stopper` (a _StopOnSignal) polled after every document batch."""
-    from fwe_cli.tokens.run import run_tokenize  # the core loads when a command runs, not for --help
-
-    with TokensReporter(live=console.is_terminal, label=label) as reporter:
-        return run_tokenize(config, on_progress=reporter, should_stop=stopper.stop.is_set)
 
 
 def _verify(out: str, json_out: bool) -> None:
@@ -136,15 +86,6 @@ Force = Annotated[bool, typer.Option("--force", help="Start over: delete this ou
 Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every shard and index.")]
 
 
-def tokenize_config(src, out, tokenizer, shard_tokens=None, threads=None, backend=None, bad_records=None,
-                    force=False):
-    from fwe_cli.tokens.run import DEFAULT_SHARD_TOKENS, TokenizeConfig
-
-    return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force,
-                          shard_tokens=DEFAULT_SHARD_TOKENS if shard_tokens is None else shard_tokens,
-                          threads=threads or 0, backend=backend or "auto", bad_records=bad_records or "skip")
-
-
 @fwe_command(with_loader_options=False)
 def tokenize(
     src: Src = None,
@@ -170,13 +111,15 @@ def tokenize(
     if not tokenizer:
         raise typer.BadParameter("--tokenizer is required (byte, a tokenizer.json, or a Hub id such as gpt2)",
                                  param_hint="--tokenizer")
+    from fwe_cli.tokens.run import tokenize_config
+
     config = tokenize_config(src, out, tokenizer, shard_tokens, threads, tokenizer_backend, bad_records, force)
     artifact = artifact_path(str(artifacts_dir), "tokenize")
     prepare_output_dir(os.path.dirname(artifact))
     context = {"command": "tokenize", "argv": sys.argv[1:], **provenance(os.path.dirname(os.path.abspath(out)))}
     try:
-        with _StopOnSignal() as stopper:
-            result = run_with_progress(config, stopper)
+        with StopOnSignal() as stopper:
+            result = tokenize_with_progress(config, stopper)
     except FweError as exc:
         write_failure_artifact(artifact, dict(context, ok=False, output=config.out, error=error_record(exc)))
         raise

@@ -11,15 +11,12 @@ from rich.style import Style
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.errors import EXIT_LOADER, EXIT_PARTIAL, TUNE_EXIT_CODES_HELP
+from fwe_cli.cli.exit_codes import TUNE_EXIT_CODES_HELP, settle
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.output import console, fmt_ms, print_json
-from fwe_cli.loader.config import ENV_VARS, resolve_config
-from fwe_cli.loader.limits import check_limit
-from fwe_cli.errors import ConfigError, SettingError
-from fwe_cli.measure.plan import DEFAULT_STEP_MS, parse_targets
+from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 
 HELP = "\n\n".join([
@@ -56,19 +53,6 @@ HELP = "\n\n".join([
 ])
 EPILOG = TUNE_EXIT_CODES_HELP
 CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
-
-
-def _grid(given: Optional[str], pinned: Optional[int], flag: str, pin_flag: str, default, field: str):
-    if given is not None and pinned is not None:
-        raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
-    if given is not None:
-        from fwe_cli.measure.tune import parse_grid
-
-        return parse_grid(given, flag, field)
-    if pinned is None:
-        return default
-    check_limit(field, pinned, pin_flag)
-    return (pinned,)
 
 
 def _colour(fraction: float) -> Style:
@@ -143,45 +127,6 @@ def _ranking(summary: dict, top: int = 8) -> Table:
     return table
 
 
-def _plan(doc_batch_grid: Optional[str], q_grid: Optional[str], threads_grid: Optional[str], pinned: dict,
-          **knobs):
-    """The sweep: each dimension a grid flag or a pinned loader flag (never both); the run knobs as given."""
-    from fwe_cli.measure.tune import DEFAULT_DOC_BATCHES, DEFAULT_QUEUE_DEPTHS, TunePlan, parse_grid
-
-    if threads_grid is not None and pinned["tokenizer_threads"] is not None:
-        raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
-    return TunePlan(
-        doc_batches=_grid(doc_batch_grid, pinned["doc_batch"], "--doc-batch-grid", "--doc-batch", DEFAULT_DOC_BATCHES,
-                          "doc_batch"),
-        queue_depths=_grid(q_grid, pinned["queue_depth"], "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS, "queue_depth"),
-        threads=None if threads_grid is None else parse_grid(threads_grid, "--threads-grid", "tokenizer_threads"),
-        **knobs)
-
-
-def _base_config(plan, pinned_threads: Optional[int], timeout: float, loader_flags: dict):
-    """The config every trial starts from; a setting the rest of it cannot take fails here, before any trial."""
-    from fwe_cli.measure.tune import trial_configs
-
-    # The base config takes a grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment
-    # (overridden anyway) cannot make it invalid; each trial sets its own values.
-    threads = plan.threads
-    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
-                            tokenizer_threads=threads[0] if threads else pinned_threads, flag_names=FLAG_NAMES,
-                            **loader_flags)
-    grid_flags = {"doc_batch": "--doc-batch-grid entry", "queue_depth": "--q-grid entry",
-                  "tokenizer_threads": "--threads-grid entry"}
-    try:
-        trial_configs(config, plan)
-    except SettingError as exc:  # named as the user typed it: a grid entry, else the flag
-        raise exc.naming(lambda field: grid_flags.get(field) or FLAG_NAMES.get(field, field)) from None
-    swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if threads else [])
-    overridden = [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
-    if overridden:
-        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
-                      "overridden by the sweep[/]")
-    return config
-
-
 def _live_row(objective: str) -> tuple[list[str], Callable[[dict], list[str]]]:
     """Columns of the live table after the trial's setting, and how a finished trial fills them."""
     def row(trial: dict) -> list[str]:
@@ -231,16 +176,18 @@ def tune(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.phase0 import first_failure
-    from fwe_cli.measure.tune import run_tune, write_env_file
+    from fwe_cli.measure.tune import base_config, overridden_variables, run_tune, tune_outcome, tune_plan, write_env_file
 
     refuse_heartbeat_dir(loader_flags, "tune")
     pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
-    if step_ms is None:  # each objective's own default: stall against a training step, tokens/s with none
-        step_ms = 0.0 if objective == "tokens_per_s" else DEFAULT_STEP_MS
-    plan = _plan(doc_batch_grid, q_grid, threads_grid, pinned, steps=steps, step_ms=step_ms, trial_s=trial_s, repeats=repeats,
-                 budget_s=budget_s, objective=objective, run_timeout=run_timeout, targets=parse_targets(targets))
-    config = _base_config(plan, pinned["tokenizer_threads"], timeout, loader_flags)
+    plan = tune_plan(doc_batch_grid, q_grid, threads_grid, pinned, objective=objective, step_ms=step_ms, steps=steps,
+                     trial_s=trial_s, repeats=repeats, budget_s=budget_s, run_timeout=run_timeout,
+                     targets=parse_targets(targets))
+    config = base_config(plan, pinned["tokenizer_threads"], loader_flags, FLAG_NAMES, timeout)
+    overridden = overridden_variables(plan)
+    if overridden:
+        console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "
+                      "overridden by the sweep[/]")
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "tune", utc_stamp()))
     if not json_out:
         console.print(f"[dim]{len(plan.trial_order())} trials ({len(plan.settings())} settings × {repeats} repeats), "
@@ -249,31 +196,17 @@ def tune(
     with LiveRuns("fwe tune — trials", ["setting", *columns], row, json_out, budget_s=budget_s) as live:
         summary = run_tune(config, plan, out_dir, on_run=live.on_run)
     summary["artifact"] = os.path.join(out_dir, "summary.json")
-    rec = summary["recommendation"]
-    summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if rec else None
-    failed = [t for t in summary["trials"] if t.get("error")]
-    first = first_failure(failed) or "none ran"
-    error, code = None, 0
-    if failed or rec is None:
-        error, code = {"type": "TrialFailed", "message": f"{len(failed)} of {len(summary['trials'])} trials failed; "
-                                                        f"first: {first}", "stage": None}, EXIT_LOADER
-    elif summary["partial"]:
-        error, code = {"type": "Partial", "message": summary["budget"]["stopped"], "stage": None}, EXIT_PARTIAL
-    summary.update(ok=code == 0, exit_code=code, error=error)  # summary.json is the --json object
+    summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if summary["recommendation"] else None
+    outcome = tune_outcome(summary)
+    settle(summary, outcome)  # summary.json is the --json object
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         print_json(summary)
         _warn_test_hooks(summary)
     else:
         _report(summary)
-    if code == EXIT_LOADER:
-        console.print(f"[bold red]error:[/] {len(failed)} of {len(summary['trials'])} trials failed; first: "
-                      f"{escape(first)}", soft_wrap=True)
-    elif code == EXIT_PARTIAL:
-        console.print(f"[bold yellow]PARTIAL[/] {escape(summary['budget']['stopped'])} — exit {EXIT_PARTIAL}",
-                      soft_wrap=True)
-    if code:
-        raise typer.Exit(code)
+    if outcome is not None:
+        raise outcome  # its line and exit code: fwe_command
 
 
 tune.__doc__ = HELP

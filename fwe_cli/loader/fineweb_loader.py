@@ -52,6 +52,7 @@ class FineWebLoader:
         self._steps = 0
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
+        self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
         self._start(config, position, files)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -99,13 +100,21 @@ class FineWebLoader:
         return self._prefetcher is not None and self._prefetcher.thread.is_alive()
 
     # -- warmup ------------------------------------------------------------------------------------
-    def warmup(self) -> dict:
-        """Wait up to warmup_timeout for warmup_batches queued batches; report requested/filled/wait_ms."""
+    def warmup(self, timeout: float | None = None) -> dict:
+        """Wait up to warmup_timeout (and at most `timeout` seconds) for warmup_batches queued batches; report
+        requested/filled/wait_ms."""
         requested = self.config.warmup_batches
         t0 = time.perf_counter()
+        wait = self.config.warmup_timeout if timeout is None else max(0.0, min(timeout, self.config.warmup_timeout))
+        outer = self._returns_by
+        if outer is None:  # called by itself, not by next_batch (which has published its own moment)
+            self._returns_by = t0 + wait
         filled = 0
-        if requested and self._prefetcher is not None:
-            filled = self._prefetcher.wait_filled(requested, self.config.warmup_timeout)
+        try:
+            if requested and self._prefetcher is not None:
+                filled = self._prefetcher.wait_filled(requested, wait)
+        finally:
+            self._returns_by = outer
         self.warmup_report = {"requested": requested, "filled": min(filled, requested),
                               "wait_ms": round((time.perf_counter() - t0) * 1000, 3)}
         self.heartbeat.emit("fineweb_loader_warmup", step=0, **self.warmup_report)
@@ -115,8 +124,9 @@ class FineWebLoader:
     def __iter__(self) -> "FineWebLoader":
         return self
 
-    def _fetch(self, timeout: float):
-        """The next (batch, position); EndOfData after the last."""
+    def _fetch(self, timeout: float, limit: str | None = None):
+        """The next (batch, position) within `timeout` seconds; EndOfData after the last. `limit`: how the
+        LoaderTimeout message states the limit (default: `timeout` itself)."""
         if self._prefetcher is None:
             try:
                 return next(self._inline)  # type: ignore[arg-type]
@@ -129,7 +139,8 @@ class FineWebLoader:
         except TimeoutError:
             which = "first batch" if self._steps == 0 else f"batch {self._steps + 1}"
             stage = self.pipeline.stage
-            raise LoaderTimeout(f"no {which} within {timeout:g} s; producer stuck at: {stage}", stage=stage) from None
+            limit = limit or f"{timeout:g} s"
+            raise LoaderTimeout(f"no {which} within {limit}; producer stuck at: {stage}", stage=stage) from None
         except ProducerFailed as exc:
             cause = exc.__cause__
             if isinstance(cause, FweError):
@@ -142,30 +153,54 @@ class FineWebLoader:
         except EndOfData:
             raise StopIteration from None
 
-    def next_batch(self, timeout: float | None = None):
-        """The next batch, waiting at most `timeout` seconds (default loader_timeout; prefetch only).
+    @property
+    def returns_by(self) -> float | None:
+        """While `next_batch` (or `warmup`) waits: the latest time.perf_counter() moment it returns by, room for a
+        synthetic fallback and the fallback's own first batch included; None between calls. A watchdog that can
+        only end the process (a read blocking the calling thread cannot be interrupted) reads it to fire only once
+        the loader's own limits have passed."""
+        return self._returns_by
 
+    def next_batch(self, timeout: float | None = None, deadline: float | None = None):
+        """The next batch, waiting at most `timeout` seconds (default loader_timeout) and never past `deadline` (a
+        time.perf_counter() moment, e.g. a limit for several batches); the limits bind with prefetch only (without
+        it the read runs in this thread).
+
+        With synthetic_on_fail, a first batch that fails or times out falls back to synthetic data (loudly: a
+        warning, a heartbeat event, `fallback` in stats), and the fallback's first batch gets the same limit again
+        (even past `deadline`: the caller sees `fallback` set and may give the batches after it a new one).
         Raises EndOfData after the last batch (plain iteration just ends), LoaderTimeout naming the producer's
         stage, or the producer's own error (a FweError as is, anything else as LoaderError with the cause
         chained)."""
         if self._closed:
             raise EndOfData("the loader is closed")
-        timeout = self.config.loader_timeout if timeout is None else timeout
-        if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
-            self.warmup()
-        if self._steps == 1:  # a consumer back for more than a first batch: reading ahead pays off now
-            self.pipeline.documents.read_ahead_now()
-        t0 = time.perf_counter()
-        if self._prefetcher is not None:
-            self._queue_fill.append(self._prefetcher.qsize())
+        called = time.perf_counter()
+        limit = self.config.loader_timeout if timeout is None else timeout
+        stated = f"{limit:g} s"
+        if deadline is not None and deadline - called < limit:
+            limit = max(0.0, deadline - called)
+            stated = f"{round(limit, 3):g} s (the caller's deadline)"
+        ends = called + limit
+        can_fall_back = self._steps == 0 and self.config.synthetic_on_fail and self.fallback is None
+        # a fallback first waits for the failed producer (its tokenizer, then its thread: FALLBACK_JOIN_S each)
+        self._returns_by = ends + (2 * FALLBACK_JOIN_S + limit if can_fall_back else 0.0)
         try:
-            batch, self._position = self._fetch(timeout)
-        except FweError as exc:
-            if self._steps == 0 and self.config.synthetic_on_fail and self.fallback is None:
-                batch, self._position = self._fall_back(exc, timeout)
-            else:
-                self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
-                raise
+            if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
+                self.warmup(ends - time.perf_counter())
+            if self._steps == 1:  # a consumer back for more than a first batch: reading ahead pays off now
+                self.pipeline.documents.read_ahead_now()
+            t0 = time.perf_counter()
+            if self._prefetcher is not None:
+                self._queue_fill.append(self._prefetcher.qsize())
+            try:
+                batch, self._position = self._fetch(max(0.0, ends - t0), stated)
+            except FweError as exc:
+                if not can_fall_back:
+                    self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
+                    raise
+                batch, self._position = self._fall_back(exc, limit)
+        finally:
+            self._returns_by = None
         dt = time.perf_counter() - t0
         self._steps += 1
         self.fetch_s.append(dt)
@@ -181,7 +216,8 @@ class FineWebLoader:
                                 fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"])
         return batch
 
-    def _fall_back(self, exc: FweError, timeout: float):
+    def _fall_back(self, exc: FweError, limit: float):
+        """Switch to synthetic data after the first batch failed with `exc`; the synthetic first batch within `limit`."""
         reason = f"{type(exc).__name__}: {exc}"
         warnings.warn(f"fwe: FALLING BACK TO SYNTHETIC DATA — real source failed: {reason}", RuntimeWarning,
                       stacklevel=3)
@@ -196,7 +232,8 @@ class FineWebLoader:
         self.fallback = {"reason": reason, "from_source": old.source.kind, "to_source": "synthetic",
                          "tokenizer": tokenizer}
         self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None, shuffle_seed=None))
-        return self._fetch(timeout)
+        self._returns_by = time.perf_counter() + limit
+        return self._fetch(limit)
 
     # -- resume ------------------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -13,7 +13,7 @@ Test hook (fwe's own tests only): FWE_TEST_SLOW_DOC_BATCH=<doc batch>:<ms> slows
 calls in this process and counts them (test_hook.slowed_calls in the result); see `_plant_slow_doc_batch`.
 
 Lifetime: the run dies with its parent (`die_with_parent`, first thing in `main`); the parent also stops and reaps
-it on Ctrl-C, SIGTERM, any error and run_timeout (`fwe_cli.measure.phase0.stop_child`).
+it on Ctrl-C, SIGTERM, any error and run_timeout (`fwe_cli.measure.cold_warm.stop_child`).
 """
 
 import os

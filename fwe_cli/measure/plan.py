@@ -1,6 +1,6 @@
 """What a measured run is asked to do, shared by `fwe measure` (MeasurePlan) and `fwe tune` (TunePlan).
 
-Both spawn the same fresh-process run (`fwe_cli.measure.phase0.spawn_run`), so the knobs of one run — steady-state
+Both spawn the same fresh-process run (`fwe_cli.measure.cold_warm.spawn_run`), so the knobs of one run — steady-state
 steps, simulated compute per step, repeats, the per-run time limit and the KPI targets — are declared and checked
 once, here.
 """
@@ -83,4 +83,4 @@ class RunEvent:
     label: str
     """What the run is: 'cold', 'warm', 'prime', or a tune setting's label."""
     record: dict | None = None
-    """The run's record (phase 'done'): the figures of `fwe_cli.measure.phase0.spawn_run`, error filled in."""
+    """The run's record (phase 'done'): the figures of `fwe_cli.measure.cold_warm.spawn_run`, error filled in."""

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import orjson
 
-from fwe_cli.errors import ConfigError, os_error_line
+from fwe_cli.errors import CheckFailed, ConfigError, os_error_line
 from fwe_cli.loader.limits import check_limit
 
 DEFAULT_MAX_REGRESSION_PCT = 10.0
@@ -66,7 +66,7 @@ def artifact_kind(record: dict) -> str | None:
 
 def _failure(record: dict, kind: str) -> str | None:
     """Why the run behind this artifact failed (None when its figures stand)."""
-    from fwe_cli.measure.phase0 import first_failure
+    from fwe_cli.measure.cold_warm import first_failure
 
     error = record.get("error")
     if isinstance(error, dict) and error.get("type") not in FIGURES_STAND:
@@ -74,7 +74,7 @@ def _failure(record: dict, kind: str) -> str | None:
     if kind == "smoke":
         failed = [str(c.get("name")) for c in record.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
         if failed or (record.get("ok") is False and not isinstance(error, dict)):
-            return f"checks failed: {', '.join(failed) or 'no batch'}"
+            return str(CheckFailed(failed))
     return None
 
 
@@ -154,7 +154,7 @@ def figures(kind: str, record: dict) -> dict[str, list[float]]:
         return {"first_batch_s": _values(record.get("first_batch_s")),
                 "tokens_per_s": [v for v in _values(record.get("tokens_per_s")) if v > 0],  # 0: no batch pulled
                 "fetch_p95_ms": _values(loader.get("fetch_p95_ms")) if enough else []}
-    # measure: the successful runs, as `phase0.verdict` counts them (a prime run only fills the caches)
+    # measure: the successful runs, as `cold_warm.verdict` counts them (a prime run only fills the caches)
     runs = [r for r in record.get("runs") or []
             if isinstance(r, dict) and not r.get("error") and r.get("kind") != "prime"]
     return {"cold_first_batch_s": _values(*(r.get("first_batch_s") for r in runs if r.get("kind") == "cold")),

@@ -1,7 +1,8 @@
 """Smoke test of the loader: time to first batch, a few more batches, and checks on what came out.
 
-`run_smoke` never raises for a loader failure: it returns the result (ok false, error filled in) together
-with the exception, so the caller can both write the artifact and map the exception to an exit code.
+`SmokeRun.finish` never raises for a loader failure or a failed check: it returns the result (ok false, error filled
+in) together with the exception (CheckFailed for a check), so the caller can both write the artifact and map the
+exception to an exit code.
 """
 
 from __future__ import annotations
@@ -9,16 +10,15 @@ from __future__ import annotations
 import io
 import threading
 import time
-from typing import Callable
 
 import numpy as np
 import orjson
 
 from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
-from fwe_cli.errors import EndOfData, FweError, LoaderTimeout, OutputError
+from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, OutputError, os_error_line
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
-from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S, FineWebLoader
+from fwe_cli.loader.fineweb_loader import FineWebLoader
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
 
@@ -49,110 +49,105 @@ def _as_numpy(batch) -> np.ndarray:
     return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
 
 
-class Deadline:
-    """The smoke's one time limit (config.loader_timeout), on the perf_counter clock.
-
-    The loader keeps it itself: `next_batch(timeout=remaining)` raises when it passes. With synthetic_on_fail the
-    loader may spend the timeout on the real source, FALLBACK_JOIN_S on stopping it and the timeout again on the
-    fallback's first batch, so the latest moment a working loader returns (`on_change`'s first argument, what a
-    last-resort watchdog follows) includes that room until a fallback is seen. A seen fallback restarts the limit
-    for the remaining batches."""
-
-    def __init__(self, seconds: float, fallback_allowed: bool = False,
-                 on_change: Callable[[float, dict | None], None] | None = None):
-        self.seconds = seconds
-        self.fallback: dict | None = None
-        self._on_change = on_change or (lambda latest, fallback: None)
-        self._room = FALLBACK_JOIN_S + seconds if fallback_allowed else 0.0
-        self.at = 0.0
-        self._move(time.perf_counter() + seconds)
-
-    def _move(self, at: float) -> None:
-        self.at = at
-        self._on_change(at + self._room, self.fallback)
-
-    def remaining(self) -> float:
-        return self.at - time.perf_counter()
-
-    def fallback_seen(self, fallback: dict) -> None:
-        """The loader has fallen back: from now on the remaining batches have `seconds` (once)."""
-        if self.fallback is None:
-            self.fallback, self._room = fallback, 0.0
-            self._move(time.perf_counter() + self.seconds)
-
-
-def _pull(loader: FineWebLoader, deadline: Deadline, batches: int) -> list[np.ndarray]:
-    """Up to `batches` batches within the deadline; LoaderTimeout naming the stage when it passes."""
+def _pull(loader: FineWebLoader, batches: int) -> list[np.ndarray]:
+    """Up to `batches` batches, all within the one limit config.loader_timeout (the loader keeps it: `deadline`);
+    LoaderTimeout naming the stage when it passes. A fallback to synthetic data gives the batches after it the
+    whole limit again (they come from another source)."""
+    seconds = loader.config.loader_timeout
+    deadline = time.perf_counter() + seconds
     pulled: list[np.ndarray] = []
-    if loader.config.warmup_batches:
-        loader.warmup()
     for _ in range(batches):
-        remaining = deadline.remaining()
-        if remaining <= 0:
-            raise LoaderTimeout(f"smoke deadline of {deadline.seconds:g} s passed after {len(pulled)} batches",
-                                stage=loader.pipeline.stage)
+        fell_back = loader.fallback is not None
         try:
-            pulled.append(_as_numpy(loader.next_batch(timeout=remaining)))
+            pulled.append(_as_numpy(loader.next_batch(deadline=deadline)))
         except EndOfData:
             break
-        if loader.fallback is not None:
-            deadline.fallback_seen(loader.fallback)
+        if loader.fallback is not None and not fell_back:
+            deadline = time.perf_counter() + seconds
     return pulled
 
 
-def run_smoke(config: LoaderConfig, batches: int = 3, save_path: str | None = None,
-              on_deadline: Callable[[float, dict | None], None] | None = None, resume: dict | None = None,
-              save_state: str | None = None) -> tuple[dict, Exception | None]:
-    """Pull `batches` batches under config.loader_timeout (a deadline for all of them); check; summarise.
+class SmokeRun:
+    """One smoke, started: its loader is working (a last-resort watchdog may follow `loader.returns_by`) and the
+    host facts are being gathered; `finish` pulls the batches, checks them and gives the result.
 
-    `on_deadline(latest, fallback)` hears when the loader must have returned at the latest (perf_counter time), when
-    the deadline is set and when a fallback moves it. `resume`: a loader state to start from; `save_state`: where
-    to write the loader's state after the last batch (JSON)."""
-    started = utc_iso()
-    # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
-    # network, not after the last batch
-    facts: dict = {}
-    gathering = threading.Thread(target=lambda: facts.update(provenance()), name="fwe-provenance", daemon=True)
-    gathering.start()
-    deadline = Deadline(config.loader_timeout, config.synthetic_on_fail, on_deadline)
-    counting = uses_hub(config) and start_counting()
-    requests_before = len(request_times())
-    loader = FineWebLoader(config, state=resume)
-    pulled: list[np.ndarray] = []
-    error: Exception | None = None
-    try:
-        pulled = _pull(loader, deadline, batches)
-    except FweError as exc:
-        error = exc
-    finally:
-        elapsed = time.perf_counter() - loader.created
-        loader.close(join_timeout=0.5 if error else 2.0, abandon_encodes=True)  # its caller ends the run now
-    result = _result(config, loader.stats(), pulled, error, elapsed)
-    sent = request_times()[requests_before:]
-    produced = loader.pipeline.marks.get("first_batch")
-    result.update({
-        "requests": len(sent) if counting else None,
-        "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
-        "config": config.to_dict(), "env": env_snapshot(), **_gathered(gathering, facts), "started": started,
-        "finished": utc_iso(),
-    })
-    if save_state and error is None:
+        run = SmokeRun(config)
+        result, failure = run.finish(batches=3)
+
+    `resume`: a loader state to start from (`read_resume_state`)."""
+
+    def __init__(self, config: LoaderConfig, resume: dict | None = None):
+        self.config, self.resume = config, resume
+        self.started = utc_iso()
+        # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
+        # network, not after the last batch
+        self._facts: dict = {}
+        self._gathering = threading.Thread(target=lambda: self._facts.update(provenance()), name="fwe-provenance",
+                                           daemon=True)
+        self._gathering.start()
+        self._counting = uses_hub(config) and start_counting()
+        self._requests_before = len(request_times())
+        self.loader = FineWebLoader(config, state=resume)
+
+    def finish(self, batches: int = 3, save_path: str | None = None,
+               save_state: str | None = None) -> tuple[dict, FweError | None]:
+        """Pull `batches` batches under config.loader_timeout (one limit for all of them), check them, close the
+        loader; the result and the run's failure (None when ok). `save_path`: an .npz for the batches;
+        `save_state`: where to write the loader's state after the last batch (JSON)."""
+        config, loader = self.config, self.loader
+        pulled: list[np.ndarray] = []
+        error: FweError | None = None
         try:
-            write_atomic(save_state, orjson.dumps(loader.state_dict()) + b"\n")
-            result["saved_state"] = save_state
-        except OSError as exc:
-            error = output_error("save the loader state to", save_state, exc)
-            result.update(ok=False, error=error_record(error))
-    if resume is not None:
-        result["resumed_from"] = {"batches": resume.get("batches"), "position": resume.get("position")}
-    if save_path and pulled:
-        failure = _save(save_path, pulled, config)
-        if failure is None:
-            result["saved_batches"] = save_path
-        elif error is None:  # the batches were fine; the run still failed to deliver what was asked
-            error = failure
-            result.update(ok=False, error=error_record(failure))
-    return result, error
+            pulled = _pull(loader, batches)
+        except FweError as exc:
+            error = exc
+        finally:
+            elapsed = time.perf_counter() - loader.created
+            loader.close(join_timeout=0.5 if error else 2.0, abandon_encodes=True)  # its caller ends the run now
+        result = _result(config, loader.stats(), pulled, error, elapsed)
+        sent = request_times()[self._requests_before:]
+        produced = loader.pipeline.marks.get("first_batch")
+        counting = self._counting
+        self._gathering.join()
+        result.update({
+            "requests": len(sent) if counting else None,
+            "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
+            # the gathering thread failed (its error is not the run's): ask again, here
+            "config": config.to_dict(), "env": env_snapshot(), **(self._facts or provenance()),
+            "started": self.started, "finished": utc_iso(),
+        })
+        if save_state and error is None:
+            try:
+                write_atomic(save_state, orjson.dumps(loader.state_dict()) + b"\n")
+                result["saved_state"] = save_state
+            except OSError as exc:
+                error = output_error("save the loader state to", save_state, exc)
+                result.update(ok=False, error=error_record(error))
+        if self.resume is not None:
+            result["resumed_from"] = {"batches": self.resume.get("batches"), "position": self.resume.get("position")}
+        if save_path and pulled:
+            failure = _save(save_path, pulled, config)
+            if failure is None:
+                result["saved_batches"] = save_path
+            elif error is None:  # the batches were fine; the run still failed to deliver what was asked
+                error = failure
+                result.update(ok=False, error=error_record(failure))
+        if error is None and not result["ok"]:
+            error = CheckFailed([check["name"] for check in result["checks"] if not check["ok"]])
+            result["error"] = error_record(error)
+        return result, error
+
+
+def read_resume_state(path: str) -> dict:
+    """The loader state in a --save-state file (for --resume-state); ConfigError naming the file when it cannot be
+    read or is not JSON."""
+    try:
+        with open(path, "rb") as handle:
+            return orjson.loads(handle.read())
+    except OSError as exc:
+        raise ConfigError(os_error_line("read the resume state", path, exc)) from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
 
 
 def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputError | None:
@@ -167,14 +162,9 @@ def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputEr
     return None
 
 
-def _gathered(gathering: threading.Thread, facts: dict) -> dict:
-    gathering.join()
-    return facts or provenance()  # the thread failed (its error is not the run's): ask again, here
-
-
 def _result(config: LoaderConfig, stats: dict, pulled: list[np.ndarray], error: Exception | None,
             elapsed: float) -> dict:
-    """The smoke result's measured part (keys in the artifact's order; run_smoke adds context after them)."""
+    """The smoke result's measured part (keys in the artifact's order; SmokeRun.finish adds context after them)."""
     tok = stats["tokenizer"]
     checks = check_batches(pulled, config, tok["vocab_size"], tok["eos_id"]) if pulled and tok else []
     if error is None and not pulled:

@@ -1,6 +1,6 @@
 """Tuning sweep: which doc batch, queue depth (and tokenizer thread count) serve this node best.
 
-Every trial is one `fwe_cli.measure.phase0.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
+Every trial is one `fwe_cli.measure.cold_warm.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
 state over `steps` steps — with one setting. Trials run round by round (A B C, A B C, ...) so slow drift on the
 node hits every setting alike, and a sweep cut short by its budget still covers every setting once it has
 finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`. Run it as `fwe tune` (fwe_cli/cli/tune_cmd.py):
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fwe_cli.artifacts import provenance, utc_iso, write_output
-from fwe_cli.errors import ConfigError
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.errors import ConfigError, FweError, Partial, SettingError, TrialFailed
+from fwe_cli.loader.config import ENV_VARS, LoaderConfig, env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.measure.child import TEST_HOOK_VARS
-from fwe_cli.measure.phase0 import spawn_run
-from fwe_cli.measure.plan import RunEvent, RunPlan
+from fwe_cli.measure.cold_warm import failed_runs, spawn_run
+from fwe_cli.measure.plan import DEFAULT_STEP_MS, RunEvent, RunPlan
 from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
 
 DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
@@ -111,6 +111,62 @@ class TunePlan(RunPlan):
         return [(repeat, setting) for repeat in range(self.repeats) for setting in self.settings()]
 
 
+def _grid(given: str | None, pinned: int | None, flag: str, pin_flag: str, default: tuple, field: str) -> tuple:
+    """One dimension of the sweep: its grid flag's values, or the one value its loader flag pins, or the default."""
+    if given is not None and pinned is not None:
+        raise ConfigError(f"give either {flag} (a sweep) or {pin_flag} (one value), not both")
+    if given is not None:
+        return parse_grid(given, flag, field)
+    if pinned is None:
+        return default
+    check_limit(field, pinned, pin_flag)
+    return (pinned,)
+
+
+def tune_plan(doc_batch_grid: str | None, q_grid: str | None, threads_grid: str | None, pinned: dict,
+              objective: str = "stall", step_ms: float | None = None, **knobs) -> TunePlan:
+    """The sweep `fwe tune` was asked for: each dimension from its grid flag (--doc-batch-grid, --q-grid,
+    --threads-grid) or the loader flag that pins it (`pinned`: doc_batch, queue_depth, tokenizer_threads; never
+    both), and the step time defaulting per objective (stall: against a training step of DEFAULT_STEP_MS;
+    tokens_per_s: none). `knobs`: the other TunePlan fields, as given."""
+    if step_ms is None:
+        step_ms = 0.0 if objective == "tokens_per_s" else DEFAULT_STEP_MS
+    if threads_grid is not None and pinned.get("tokenizer_threads") is not None:  # a pinned count stays in the config
+        raise ConfigError("give either --threads-grid (a sweep) or --tokenizer-threads (one value), not both")
+    return TunePlan(
+        doc_batches=_grid(doc_batch_grid, pinned.get("doc_batch"), "--doc-batch-grid", "--doc-batch",
+                          DEFAULT_DOC_BATCHES, "doc_batch"),
+        queue_depths=_grid(q_grid, pinned.get("queue_depth"), "--q-grid", "--q", DEFAULT_QUEUE_DEPTHS, "queue_depth"),
+        threads=None if threads_grid is None else parse_grid(threads_grid, "--threads-grid", "tokenizer_threads"),
+        objective=objective, step_ms=step_ms, **knobs)
+
+
+def base_config(plan: TunePlan, pinned_threads: int | None, loader_flags: dict, flag_names: dict[str, str],
+                timeout: float) -> LoaderConfig:
+    """The config every trial starts from (flag > NSA_FWE_* variable > default, as `resolve_config` applies them); a
+    setting the rest of it cannot take fails here, before any trial, named as the user typed it (a grid entry,
+    else the flag of `flag_names`)."""
+    # A grid point for the swept fields, so an NSA_FWE_Q/NSA_FWE_DOC_BATCH in the environment (overridden anyway)
+    # cannot make it invalid; each trial sets its own values.
+    threads = plan.threads
+    config = resolve_config(loader_timeout=timeout, doc_batch=plan.doc_batches[0], queue_depth=plan.queue_depths[-1],
+                            tokenizer_threads=threads[0] if threads else pinned_threads, flag_names=flag_names,
+                            **loader_flags)
+    grid_flags = {"doc_batch": "--doc-batch-grid entry", "queue_depth": "--q-grid entry",
+                  "tokenizer_threads": "--threads-grid entry"}
+    try:
+        trial_configs(config, plan)
+    except SettingError as exc:
+        raise exc.naming(lambda field: grid_flags.get(field) or flag_names.get(field, field)) from None
+    return config
+
+
+def overridden_variables(plan: TunePlan) -> list[str]:
+    """The NSA_FWE_* variables set in the environment that the sweep overrides (it sets the fields it sweeps)."""
+    swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if plan.threads else [])
+    return [var for var, field in ENV_VARS.items() if field in swept and os.environ.get(var, "").strip()]
+
+
 def trial_configs(base: LoaderConfig, plan: TunePlan) -> dict[str, LoaderConfig]:
     """label -> the base config with that setting applied; ConfigError up front for a setting the base cannot take."""
     return {setting_label(s): base.replace(**s) for s in plan.settings()}
@@ -163,6 +219,17 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},
         **provenance(), "started": started, "finished": utc_iso(),
     }
+
+
+def tune_outcome(summary: dict) -> FweError | None:
+    """Why `fwe tune` ends badly: failed trials, or none that succeeded (TrialFailed); else a budget that ran out
+    before every trial ran (Partial); None when every trial ran."""
+    failure = failed_runs(TrialFailed, summary["trials"], "trials")
+    if failure is None and summary["recommendation"] is None:
+        failure = TrialFailed(f"0 of {len(summary['trials'])} trials failed; first: none ran", [])
+    if failure is None and summary["partial"]:
+        failure = Partial(summary["budget"]["stopped"])
+    return failure
 
 
 def env_file_text(summary: dict) -> str:

@@ -58,6 +58,14 @@ class TokenizeConfig:
             raise ConfigError("the source to tokenize is missing (SRC: a bootstrap directory, files or a glob)")
 
 
+def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None = None, threads: int | None = None,
+                    backend: str | None = None, bad_records: str | None = None, force: bool = False) -> TokenizeConfig:
+    """The TokenizeConfig of command-line values, where None (a flag not given) leaves the field's default."""
+    given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records}
+    return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force,
+                          **{name: value for name, value in given.items() if value is not None})
+
+
 class _Run:
     def __init__(self, config: TokenizeConfig, on_progress, should_stop, faults: Faults):
         self.config, self.on_progress, self.should_stop, self.faults = config, on_progress, should_stop, faults

@@ -21,7 +21,7 @@ import threading
 
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
-from fwe_cli.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line
+from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, exit_code_for, one_line
 from fwe_cli.errors import FweError
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,

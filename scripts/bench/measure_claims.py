@@ -18,7 +18,7 @@ import os
 import tempfile
 
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.measure.phase0 import MeasurePlan, run_measure
+from fwe_cli.measure.cold_warm import MeasurePlan, run_measure
 from fwe_cli.measure.tune import TunePlan, run_tune
 from scripts.bench import harness
 from scripts.bench.harness import say

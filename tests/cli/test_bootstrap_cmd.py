@@ -311,3 +311,16 @@ def test_artifacts_dir_that_is_a_file_is_refused_before_anything_is_staged(tmp_p
     assert result.exit_code == 8, result.stderr
     assert str(blocker) in "".join(result.stderr.split()) and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_tokenize_summary_points_training_at_the_shards(tmp_path):
+    """After `fwe bootstrap --tokenize T`, the summary's next step is --local-path of the token shards (OUT/tokens,
+    or OUT.tokens beside a single-file bootstrap), not of the text, which would be tokenized again."""
+    for out, shards in ((tmp_path / "dir", tmp_path / "dir" / "tokens"),
+                        (tmp_path / "one.jsonl", tmp_path / "one.jsonl.tokens")):
+        sizes = SMALL[:-2] if out.suffix == ".jsonl" else SMALL  # a single file has no parts to size (--file-mb)
+        result = cli(*sizes, "--out", str(out), "--tokenize", "byte", tmp=tmp_path)
+        assert result.exit_code == 0, result.stderr
+        assert (shards / "manifest.json").exists()
+        flat = "".join(result.stderr.split())
+        assert "".join(f"trainfromit:--local-path{shards}".split()) in flat, result.stderr

@@ -12,7 +12,7 @@ import time
 import orjson
 import pytest
 
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
 from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
 from tests.loader.test_hub_unreachable import refusing, silent  # noqa: F401  (fixtures: dead Hub endpoints)
 
@@ -70,6 +70,19 @@ def test_a_usage_error_of_the_fwe_process_is_one_error_object(args, tmp_path):
     assert [line for line in proc.stderr.splitlines() if line.strip()][0].startswith("error: ")
 
 
+def test_json_mode_is_read_from_the_parsed_flags(tmp_path):
+    """`fwe smoke --local-path --json`: click gives --local-path the value "--json", so the run is not in JSON mode
+    and, whatever it does, stdout holds no JSON object; a second --json after it is the flag, and that run prints its
+    one object."""
+    args = ("smoke", "--local-path", "--json", "--tokenizer", "byte", "--artifacts-dir", str(tmp_path))
+    plain = invoke(*args)
+    assert plain.exit_code != 0 and "--json" in plain.stderr  # no file named --json: the one error line names it
+    assert not plain.stdout.lstrip().startswith("{"), plain.stdout
+    flagged = invoke(*args, "--json")
+    data = one_object(flagged.stdout, flagged.exit_code)
+    assert data["config"]["local_path"] == "--json"
+
+
 def test_without_json_stdout_stays_empty_on_a_usage_error(tmp_path):
     """The object is --json's: a usage error without it prints nothing on stdout."""
     result = invoke("smoke", "--seq-len", "0", "--artifacts-dir", str(tmp_path))
@@ -108,7 +121,7 @@ def test_an_internal_error_is_one_error_object(monkeypatch, tmp_path):
         raise TypeError("odd value")
 
     monkeypatch.delenv("FWE_TRACEBACK", raising=False)
-    monkeypatch.setattr(smoke, "run_smoke", broken)
+    monkeypatch.setattr(smoke, "SmokeRun", broken)
     result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, EXIT_INTERNAL)
     assert data["error"]["type"] == "InternalError" and "TypeError: odd value" in data["error"]["message"]
@@ -121,7 +134,7 @@ def test_an_interrupt_in_process_is_one_error_object(monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(smoke, "run_smoke", interrupted)
+    monkeypatch.setattr(smoke, "SmokeRun", interrupted)
     result = invoke(*SMOKE, "--json", "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, EXIT_INTERRUPTED)
     assert data["error"]["type"] == "KeyboardInterrupt" and data["command"] == "smoke"
@@ -129,16 +142,16 @@ def test_an_interrupt_in_process_is_one_error_object(monkeypatch, tmp_path):
 
 def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tmp_path):
     """measure with a failed run: exit 4, the summary (printed once) with exit_code, ok false and the error."""
-    import fwe_cli.measure.phase0 as phase0
+    import fwe_cli.measure.cold_warm as cold_warm
 
-    real = phase0.run_measure
+    real = cold_warm.run_measure
 
     def failing(config, plan, out_dir, on_run):
         summary = real(config, plan, out_dir, on_run)
         summary["runs"][0]["error"] = {"type": "RunTimeout", "message": "run did not finish", "stage": None}
         return summary
 
-    monkeypatch.setattr(phase0, "run_measure", failing)
+    monkeypatch.setattr(cold_warm, "run_measure", failing)
     result = invoke("measure", "--warm", "--source", "synthetic", "--tokenizer", "byte", "--steps", "2", "--json",
                     "--artifacts-dir", str(tmp_path))
     data = one_object(result.stdout, 4)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fwe_cli.cli.errors import EXIT_KPI, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_KPI, EXIT_USAGE
 from fwe_cli.errors import ConfigError
 from fwe_cli.measure.regression import (FETCH_P95_FLOOR_MS, FIRST_BATCH_FLOOR_S, P95_MIN_FETCHES, check_metric,
                                         compare, load_baseline)
@@ -72,7 +72,8 @@ def test_smoke_regression_exits_5_with_one_json_object(tmp_path, smoke_artifact)
 
 def test_smoke_better_than_baseline_exits_0(tmp_path, smoke_artifact):
     """A run far faster than its baseline (first batch 1000 s, 1 token/s) exits 0 with regression.pass true and
-    no error; a note says the fetch p95 of a 3-batch smoke is not compared."""
+    no error; a note says the fetch p95 of a 3-batch smoke is not compared; the gate's pass line is on stderr
+    without --json (with it, stderr keeps only warnings and errors)."""
     baseline = _baseline(tmp_path, smoke_artifact, first_batch_s=1000.0, tokens_per_s=1.0)
     result = invoke(*SMOKE, "--baseline", baseline, "--json", "--artifacts-dir", str(tmp_path / "out"))
     assert result.exit_code == 0, result.stderr
@@ -82,7 +83,9 @@ def test_smoke_better_than_baseline_exits_0(tmp_path, smoke_artifact):
     assert gate["pass"] is True and gate["max_regression_pct"] == 10  # the default bound
     assert {check["metric"] for check in gate["checks"]} == {"first_batch_s", "tokens_per_s"}
     assert any(note.startswith("fetch_p95_ms: skipped") for note in gate["notes"])
-    assert "pass" in result.stderr
+    assert "regression gate" not in result.stderr  # --json: stderr only for warnings and errors, as measure's
+    table = invoke(*SMOKE, "--baseline", baseline, "--artifacts-dir", str(tmp_path / "out"))
+    assert table.exit_code == 0 and "regression gate: pass" in " ".join(table.stderr.split())
 
 
 def test_smoke_without_baseline_records_no_regression(tmp_path):
@@ -198,35 +201,41 @@ def test_measure_regression_and_pass_through_the_command(tmp_path, measure_summa
 # -- the measure side: the functions `fwe measure` calls, on a real summary -----------------------------------------
 
 def test_measure_gate_functions(tmp_path, measure_summary):
-    """prepare_gate vets a measure baseline up front (other --steps: exit 2 naming plan steps and both values);
-    gate_summary on a certain regression (baseline tokens/s x 1000 on every run) returns 5 and marks the summary,
-    and on a certain improvement returns 0; a summary that failed by itself keeps its own code."""
-    from fwe_cli.cli.regression_gate import gate_summary, prepare_gate
+    """open_gate vets a measure baseline up front (other --steps: exit 2 naming plan steps and both values); judge on
+    a certain regression (baseline tokens/s x 1000 on every run) records the comparison and gives the Regression that
+    settles the summary at exit 5, and on a certain improvement gives none; a summary that failed by itself keeps its
+    own code, the comparison kept for information; without a baseline the summary records no comparison."""
+    from fwe_cli.cli.exit_codes import EXIT_LOADER, settle
+    from fwe_cli.errors import Regression, RunFailed
+    from fwe_cli.measure.gate import open_gate
 
     config, plan = measure_summary["config"], measure_summary["plan"]
     with pytest.raises(ConfigError, match=r"plan steps \(--steps\) 5, this run has 50"):
-        prepare_gate("measure", Path(_baseline(tmp_path, measure_summary)), None, config, dict(plan, steps=50))
+        open_gate("measure", _baseline(tmp_path, measure_summary), None, config, dict(plan, steps=50))
     faster = copy.deepcopy(measure_summary)
     for run in faster["runs"]:
         run["tokens_per_s"] = (run["tokens_per_s"] or 1) * 1000
-    gate = prepare_gate("measure", Path(_baseline(tmp_path, faster)), 15, config, plan)
-    current = dict(copy.deepcopy(measure_summary), exit_code=0, ok=True, error=None)
-    assert gate_summary(current, "measure", gate) == EXIT_KPI
+    gate = open_gate("measure", _baseline(tmp_path, faster), 15, config, plan)
+    current = copy.deepcopy(measure_summary)
+    regression = gate.judge(current)
+    assert isinstance(regression, Regression) and "tokens_per_s" in str(regression)
+    assert settle(current, regression) == EXIT_KPI
     assert current["exit_code"] == EXIT_KPI and current["ok"] is False and current["error"]["type"] == "Regression"
     tokens = next(check for check in current["regression"]["checks"] if check["metric"] == "tokens_per_s")
     assert tokens["pass"] is False and tokens["n_baseline"] == tokens["n_current"] == 2
     assert "cold_first_batch_s: skipped, measured by neither run" in current["regression"]["notes"]
-    failed = dict(copy.deepcopy(measure_summary), exit_code=4, ok=False, error={"type": "RunFailed"})
-    assert gate_summary(failed, "measure", gate) == 0 and failed["exit_code"] == 4
+    failed = copy.deepcopy(measure_summary)
+    own = RunFailed("1 of 4 runs failed; first: SourceError: gone", [{"type": "SourceError"}])
+    regression = gate.judge(failed)
+    assert settle(failed, own or regression) == EXIT_LOADER and failed["exit_code"] == EXIT_LOADER
     assert failed["error"]["type"] == "RunFailed" and failed["regression"]["pass"] is False
     slower = copy.deepcopy(measure_summary)
     for run in slower["runs"]:
         run.update(first_batch_s=1000.0, fetch_p95_ms=10_000.0, tokens_per_s=1.0)
-    current = dict(copy.deepcopy(measure_summary), exit_code=0)
-    assert gate_summary(current, "measure", prepare_gate("measure", Path(_baseline(tmp_path, slower)), None,
-                                                          config, plan)) == 0
-    assert current["regression"]["pass"] is True and current["exit_code"] == 0
-    assert gate_summary(current, "measure", None) == 0 and current["regression"] is None
+    current = copy.deepcopy(measure_summary)
+    assert open_gate("measure", _baseline(tmp_path, slower), None, config, plan).judge(current) is None
+    assert current["regression"]["pass"] is True
+    assert open_gate("measure", None, None, config, plan).judge(current) is None and current["regression"] is None
 
 
 def test_load_baseline_refuses_a_smoke_artifact_for_measure(tmp_path, smoke_artifact):

@@ -38,7 +38,7 @@ def test_help_imports_no_loader_core():
     """`fwe --help` (the app and its command modules) imports neither numpy nor the loader core: the cores are
     imported by the commands when they run."""
     code = ("import sys, fwe_cli.cli.app; "
-            "print(sorted(m for m in ('numpy', 'fwe_cli.loader.fineweb_loader', 'fwe_cli.measure.phase0', "
+            "print(sorted(m for m in ('numpy', 'fwe_cli.loader.fineweb_loader', 'fwe_cli.measure.cold_warm', "
             "'fwe_cli.measure.smoke', 'fwe_cli.measure.tune', 'fwe_cli.bootstrap.run') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
@@ -60,6 +60,18 @@ def test_smoke_synthetic_byte_json(tmp_path):
     artifact = orjson.loads(open(out["artifact"], "rb").read())
     assert artifact == out
     assert out["artifact"].startswith(str(tmp_path / "smoke"))
+
+
+def test_smoke_json_leaves_stderr_to_warnings_and_errors(tmp_path):
+    """With --json the object carries the result: no summary table on stderr (as measure and tune), only warnings
+    and errors; without --json the table is there."""
+    args = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1", "--artifacts-dir", str(tmp_path))
+    quiet = invoke(*args, "--json")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert [line for line in quiet.stderr.splitlines() if line.strip() and not line.startswith("warning:")] == []
+    assert orjson.loads(quiet.stdout)["ok"] is True
+    table = invoke(*args)
+    assert table.exit_code == 0 and "fwe smoke" in table.stderr and "first batch" in table.stderr
 
 
 def test_smoke_local_gpt2_seq1024_batch8(tmp_path, synthetic_jsonl, gpt2_tokenizer_json):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fwe_cli.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from tests.helpers import invoke
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
@@ -21,12 +21,12 @@ def _raise(exc: BaseException):
 def test_an_unexpected_exception_is_one_line_with_the_internal_error_code(monkeypatch, tmp_path, command):
     """A bug (an exception no layer expected) exits 70 with one escaped `error: internal error: ...` line naming the
     exception, and no traceback."""
-    import fwe_cli.measure.phase0 as phase0
+    import fwe_cli.measure.cold_warm as cold_warm
     import fwe_cli.measure.smoke as smoke
 
     monkeypatch.delenv("FWE_TRACEBACK", raising=False)
-    monkeypatch.setattr(smoke, "run_smoke", _raise(TypeError("odd [value] here")))
-    monkeypatch.setattr(phase0, "run_measure", _raise(TypeError("odd [value] here")))
+    monkeypatch.setattr(smoke, "SmokeRun", _raise(TypeError("odd [value] here")))
+    monkeypatch.setattr(cold_warm, "run_measure", _raise(TypeError("odd [value] here")))
     args = SMOKE if command == "smoke" else ("measure", "--source", "synthetic", "--tokenizer", "byte")
     result = invoke(*args, "--artifacts-dir", str(tmp_path))
     assert result.exit_code == EXIT_INTERNAL, result.stderr
@@ -41,7 +41,7 @@ def test_fwe_traceback_shows_the_bug(monkeypatch, tmp_path):
     import fwe_cli.measure.smoke as smoke
 
     monkeypatch.setenv("FWE_TRACEBACK", "1")
-    monkeypatch.setattr(smoke, "run_smoke", _raise(TypeError("odd value")))
+    monkeypatch.setattr(smoke, "SmokeRun", _raise(TypeError("odd value")))
     with pytest.raises(TypeError, match="odd value"):
         invoke(*SMOKE, "--artifacts-dir", str(tmp_path))
 
@@ -50,7 +50,7 @@ def test_ctrl_c_outside_bootstrap_is_one_line_and_exit_130(monkeypatch, tmp_path
     """Ctrl-C during smoke ends it with `interrupted` and exit 130, not a KeyboardInterrupt traceback."""
     import fwe_cli.measure.smoke as smoke
 
-    monkeypatch.setattr(smoke, "run_smoke", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr(smoke, "SmokeRun", _raise(KeyboardInterrupt()))
     result = invoke(*SMOKE, "--artifacts-dir", str(tmp_path))
     assert result.exit_code == EXIT_INTERRUPTED, result.stderr
     assert result.stderr.strip() == "interrupted"

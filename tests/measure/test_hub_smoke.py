@@ -10,16 +10,15 @@ the background, each on its own server (own faults, own request log); once both 
 their stalled request (an event from the server's log), the clean cold and warm runs go through a 50 ms RTT
 proxy in the foreground. The stalled runs' --timeout wait and the faulty run's retry waits overlap the rest.
 
-No wall-clock comparison between runs: cold/warm timing figures come from `python -m tests.hubsim bench` and
-scripts/bench_hub_cold_warm.py. The time bounds left are generous (a hang, not a slow machine, breaks them),
-or lower bounds that added round trips guarantee.
+No wall-clock comparison: cold/warm timing figures come from `python -m tests.hubsim bench` and
+scripts/bench_hub_cold_warm.py. The only time bounds are run_fwe's kill timeouts (a hang reaches them, a slow machine
+does not) and lower bounds that added round trips guarantee.
 """
 
 from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +32,9 @@ from tests.hubsim.server import HubServer
 SMOKE_TIMEOUT_S = 120.0  # a bound, not an expectation: a loaded 2-core box takes ~3-8 s per run
 STALL_TIMEOUT_S = 10.0  # --timeout of the stalled runs; their stalled request is reached after ~1-3 s even
 # with a CPU hog on one core (the fixture waits for it before loading the machine with other runs)
-EXIT_SLACK_S = 20.0  # a stalled run ends by itself within --timeout + this; a hang would last until the
-# client's read timeout (CLIENT_READ_TIMEOUT_S) or until run_fwe kills it
 CLIENT_READ_TIMEOUT_S = 600  # huggingface_hub's read timeout in the stalled runs (default 10 s): the client
-# must not give up on the stalled request (and re-send it) before fwe's own deadline
+# must not give up on the stalled request (and re-send it) before fwe's own deadline; without that deadline a
+# stalled run would hang until run_fwe kills it (Smoke.finish then fails)
 RTT_S = 0.05  # the cold and warm runs go through an RTT proxy: every request before the data costs >= 1 RTT
 HANDSHAKE_RTTS = 2
 STALLS = {"file-listing": (r"/paths-info/", "opening source (Hub file listing"),
@@ -65,8 +63,8 @@ def smoke_args(workdir: Path, name: str, timeout: float, reader: str) -> list[st
 
 class Smoke:
     """One `fwe smoke` subprocess: started now (in a thread when background=True), `finish()` waits for it.
-    proc (CompletedProcess, or None if run_fwe's kill timeout hit: `error`), result (its JSON) and elapsed
-    (process wall time) are set by finish()."""
+    proc (CompletedProcess, or None if run_fwe's kill timeout hit: `error`) and result (its JSON) are set by
+    finish()."""
 
     def __init__(self, run: HubRun, name: str, timeout: float = SMOKE_TIMEOUT_S, extra_env: dict | None = None,
                  home: Path | None = None, background: bool = False, reader: str = "native"):
@@ -75,7 +73,6 @@ class Smoke:
         self.env = dict(run.env(home or run.new_home()), **(extra_env or {}))
         self.proc: subprocess.CompletedProcess | None = None
         self.error: BaseException | None = None
-        self.elapsed: float | None = None
         self._thread = threading.Thread(target=self._run, name=f"smoke-{name}", daemon=True)
         if background:
             self._thread.start()
@@ -83,13 +80,11 @@ class Smoke:
             self._run()
 
     def _run(self) -> None:
-        started = time.monotonic()
         try:
             self.proc = run_fwe(*smoke_args(self.run.workdir, self.name, self.timeout, self.reader), env=self.env,
                                 timeout=self.timeout + 60)
         except subprocess.TimeoutExpired as exc:  # kept and reported by the test that reads this run
             self.error = exc
-        self.elapsed = time.monotonic() - started
 
     def wait(self) -> None:
         """Wait for a background run to end (run_fwe kills it after timeout + 60 s, so this returns)."""
@@ -254,15 +249,15 @@ def test_transient_503s_and_a_dropped_connection_give_the_same_batches(runs):
 
 @pytest.mark.parametrize("case", list(STALLS), ids=list(STALLS))
 def test_stalled_server_times_out_naming_the_step(runs, case):
-    """A request that is never answered: the run reaches it, then exits by itself with code 3 (well within
-    --timeout + EXIT_SLACK_S: no hang), error.type LoaderTimeout and error.stage naming the step, in the JSON,
-    on stderr and in the artifact; exactly one request stalled (the client did not give up and re-send)."""
+    """A request that is never answered: the run reaches it, then exits by itself with code 3 (not killed by
+    run_fwe: no hang), ended by the loader's own deadline (error.type LoaderTimeout, not the watchdog's
+    HardTimeout) with error.stage naming the step, in the JSON, on stderr and in the artifact; exactly one request
+    stalled (the client did not give up and re-send)."""
     _, stage = STALLS[case]
     assert runs.stall_reached[case], f"the stalled request was not reached within {STALL_TIMEOUT_S:g} s"
     stalled = runs.stalled[case].finish()
     own = runs.servers[case].run
     assert stalled.proc.returncode == 3, stalled.proc.stderr
-    assert stalled.elapsed <= STALL_TIMEOUT_S + EXIT_SLACK_S
     result = stalled.result
     assert result["ok"] is False and result["error"]["type"] == "LoaderTimeout", result["error"]
     assert result["error"]["stage"].startswith(stage)

@@ -101,7 +101,7 @@ def test_run_started_after_its_parent_died_exits_at_once(tmp_path):
     """The race PDEATHSIG leaves open (the parent dies before the run sets it) is closed: a run whose parent pid is
     not the one it was given exits 1 at once, before reading its spec."""
     from fwe_cli.measure.child import PARENT_PID_VAR
-    from fwe_cli.measure.phase0 import CHILD
+    from fwe_cli.measure.cold_warm import CHILD
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), PARENT_PID_VAR: str(os.getpid() + 1_000_000)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "never-read.json")], env=env,

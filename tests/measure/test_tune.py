@@ -254,13 +254,14 @@ def test_stall_objective_prefers_less_stall():
     assert rec["setting"] == {"doc_batch": 64, "queue_depth": 4} and rec["confidence"] == "clear"
 
 
-def test_failed_trials_exit_4_and_are_reported(tmp_path):
-    """A trial that fails (here: a malformed test hook value) is recorded with its message; no recommendation is
-    made from nothing, and the exit code is 4."""
+def test_failed_trials_are_reported_with_the_code_of_their_failure(tmp_path):
+    """A trial that fails (here: a malformed test hook value, a ConfigError in the measured process) is recorded
+    with its message; no recommendation is made from nothing, and, every trial having failed alike, the exit code
+    is that failure's (2, bad usage), not the generic 4."""
     result = invoke("tune", *SMALL, "--doc-batch-grid", "16", "--q-grid", "1", "--repeats", "1", "--json",
                     "--artifacts-dir", str(tmp_path), env={"FWE_TEST_SLOW_DOC_BATCH": "sixteen"})
     summary = orjson.loads(result.stdout)
-    assert result.exit_code == 4
+    assert result.exit_code == 2 and summary["exit_code"] == 2 and summary["error"]["type"] == "TrialFailed"
     assert "FWE_TEST_SLOW_DOC_BATCH='sixteen'" in summary["trials"][0]["error"]["message"]
     assert summary["recommendation"] is None and summary["env_file"] is None
     assert summary["settings"][0]["status"] == "failed"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fwe_cli.cli.errors import EXIT_OUTPUT, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_OUTPUT, EXIT_USAGE
 from fwe_cli.errors import InputError
 from fwe_cli.report.inputs import read_input, read_inputs
 from tests.helpers import invoke, write_jsonl

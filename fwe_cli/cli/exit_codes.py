@@ -1,17 +1,28 @@
-"""The one place where known exceptions become one-line messages and exit codes."""
+"""The one place where known exceptions become exit codes and one-line messages (`_CODES`), and where a run's outcome
+is written into its result (`settle`)."""
 
 from __future__ import annotations
 
+from rich.markup import escape
+
+from fwe_cli import errors
 from fwe_cli.errors import (
+    CheckFailed,
     ConfigError,
     DiskSpaceError,
     FweError,
     InputError,
+    InternalError,
+    KpiMissed,
     LoaderError,
     LoaderTimeout,
     OutputError,
+    Partial,
+    Regression,
+    RunsFailed,
     SourceError,
     TokenizerError,
+    VerifyFailed,
 )
 
 EXIT_OK = 0
@@ -37,17 +48,20 @@ SMOKE_EXIT_CODES_HELP = (
     f"{EXIT_KPI} a metric regressed beyond --max-regression against --baseline; {EXIT_DISK_SPACE} disk full; "
     f"{EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted."
 )
+RUNS_ALIKE_HELP = (f"when every failed run failed alike, the code of that error instead: {EXIT_USAGE} a bad input, "
+                   f"{EXIT_TIMEOUT} no batch in time, ...")
 MEASURE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} measured (targets missed without --fail-on-kpi are reported, not fatal); "
-    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed or timed out; {EXIT_KPI} a target was missed with --fail-on-kpi, "
-    f"or a metric regressed beyond --max-regression against --baseline; "
+    f"{EXIT_USAGE} bad usage; {EXIT_LOADER} a run failed ({RUNS_ALIKE_HELP}); {EXIT_KPI} a target was missed "
+    "with --fail-on-kpi, or a metric regressed beyond --max-regression against --baseline; "
     f"{EXIT_DISK_SPACE} disk full; {EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); "
     f"{EXIT_INTERRUPTED} interrupted."
 )
 TUNE_EXIT_CODES_HELP = (
     f"Exit codes: {EXIT_OK} every trial ran, recommendation and fwe.env written; {EXIT_USAGE} bad usage; "
-    f"{EXIT_LOADER} a trial failed (the others are still ranked) or none succeeded; {EXIT_PARTIAL} partial: "
-    "--budget-s ran out before every trial ran (fwe.env is written from what was measured and marked partial); "
+    f"{EXIT_LOADER} a trial failed (the others are still ranked) or none succeeded ({RUNS_ALIKE_HELP}); "
+    f"{EXIT_PARTIAL} partial: --budget-s ran out before every trial ran (fwe.env is written from what was measured "
+    "and marked partial); "
     f"{EXIT_DISK_SPACE} disk full; {EXIT_OUTPUT} an output cannot be written; {EXIT_INTERNAL} internal error (a bug); "
     f"{EXIT_INTERRUPTED} interrupted."
 )
@@ -64,26 +78,65 @@ TOKENIZE_EXIT_CODES_HELP = (
     f"or not writable (see --force); {EXIT_INTERNAL} internal error (a bug); {EXIT_INTERRUPTED} interrupted (resumable)."
 )
 
-_CODES: list[tuple[type[BaseException], int]] = [
-    (ConfigError, EXIT_USAGE),
-    (InputError, EXIT_USAGE),
-    (LoaderTimeout, EXIT_TIMEOUT),
-    (DiskSpaceError, EXIT_DISK_SPACE),
-    (OutputError, EXIT_OUTPUT),
-    (LoaderError, EXIT_LOADER),
-    (SourceError, EXIT_LOADER),
-    (TokenizerError, EXIT_LOADER),
-    (FweError, EXIT_LOADER),
+ERROR = "[bold red]error:[/]"
+# exception -> its exit code and how its line on stderr starts; the first entry the exception is an instance of wins
+_CODES: list[tuple[type[BaseException], int, str]] = [
+    (ConfigError, EXIT_USAGE, ERROR),
+    (InputError, EXIT_USAGE, ERROR),
+    (LoaderTimeout, EXIT_TIMEOUT, ERROR),
+    (CheckFailed, EXIT_FAILED, ERROR),
+    (VerifyFailed, EXIT_FAILED, ERROR),
+    (KpiMissed, EXIT_KPI, ERROR),
+    (Regression, EXIT_KPI, "[bold red]REGRESSED:[/]"),
+    (Partial, EXIT_PARTIAL, "[bold yellow]PARTIAL:[/]"),
+    (DiskSpaceError, EXIT_DISK_SPACE, ERROR),
+    (OutputError, EXIT_OUTPUT, ERROR),
+    (LoaderError, EXIT_LOADER, ERROR),
+    (SourceError, EXIT_LOADER, ERROR),
+    (TokenizerError, EXIT_LOADER, ERROR),
+    (FweError, EXIT_LOADER, ERROR),
+    (KeyboardInterrupt, EXIT_INTERRUPTED, ERROR),  # its line is the one word `interrupted` (fwe_command)
+    (InternalError, EXIT_INTERNAL, ERROR),
 ]
 
 
+def _entry(kind: type[BaseException]) -> tuple[int, str]:
+    return next(((code, head) for cls, code, head in _CODES if issubclass(kind, cls)), (EXIT_INTERNAL, ERROR))
+
+
+def _record_code(record: dict) -> int:
+    """The exit code of an error record ({type, ...}) a measured run wrote: its class's, when fwe_cli.errors names it
+    (the errors of a run's own process: its timeout, its crash, ... are loader failures)."""
+    kind = getattr(errors, str(record.get("type")), None)
+    return _entry(kind)[0] if isinstance(kind, type) and issubclass(kind, FweError) else EXIT_LOADER
+
+
 def exit_code_for(exc: BaseException | None) -> int:
+    """0 for None; a RunsFailed: the code its runs failed with when they all agree, else EXIT_LOADER; any other
+    exception: its entry in _CODES (one fwe did not expect: EXIT_INTERNAL)."""
     if exc is None:
         return EXIT_OK
-    for kind, code in _CODES:
-        if isinstance(exc, kind):
-            return code
-    return EXIT_FAILED
+    if isinstance(exc, RunsFailed):
+        codes = {_record_code(record) for record in exc.failures}
+        return codes.pop() if len(codes) == 1 else EXIT_LOADER
+    return _entry(type(exc))[0]
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line on stderr (rich markup, the message escaped) for a known exception or outcome."""
+    return f"{_entry(type(exc))[1]} {escape(one_line(exc))}"
+
+
+def settle(result: dict, failure: FweError | None) -> int:
+    """Write a run's outcome into its result (the artifact and the --json object): ok, exit_code, and error (unless
+    the run recorded its own already); returns the exit code."""
+    from fwe_cli.artifacts import error_record
+
+    code = exit_code_for(failure)
+    result.update(ok=code == EXIT_OK, exit_code=code)
+    if result.get("error") is None:
+        result["error"] = None if failure is None else error_record(failure)
+    return code
 
 
 def internal_error_line(exc: BaseException) -> str:

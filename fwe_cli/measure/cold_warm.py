@@ -26,7 +26,7 @@ import orjson
 
 import fwe_cli
 from fwe_cli.artifacts import error_record, provenance, utc_iso, write_output
-from fwe_cli.errors import ConfigError, FweError, SourceError
+from fwe_cli.errors import ConfigError, FweError, KpiMissed, RunFailed, RunsFailed, SourceError
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.measure.child import PARENT_PID_VAR
@@ -124,6 +124,25 @@ def first_failure(records: list[dict]) -> str | None:
             first = (str(error.get("message") or "").strip().splitlines() or [""])[0]
             return f"{error.get('type') or 'error'}: {first}" if first else str(error.get("type") or "error")
     return None
+
+
+def failed_runs(kind: type[RunsFailed], records: list[dict], noun: str) -> RunsFailed | None:
+    """`kind` (RunFailed, TrialFailed) for the records that failed, in one line quoting the first ('2 of 4 runs
+    failed; first: SourceError: /data/x.jsonl: ...'); None when none failed."""
+    failed = [record for record in records if record.get("error")]
+    if not failed:
+        return None
+    return kind(f"{len(failed)} of {len(records)} {noun} failed; first: {first_failure(failed)}",
+                [record["error"] for record in failed])
+
+
+def measure_outcome(summary: dict, fail_on_kpi: bool) -> FweError | None:
+    """Why `fwe measure` ends badly: failed runs (RunFailed), else a missed target with fail_on_kpi (KpiMissed);
+    None when it measured what it was asked to."""
+    failure = failed_runs(RunFailed, summary["runs"], "runs")
+    if failure is None and fail_on_kpi and not summary["verdict"]["pass"]:
+        failure = KpiMissed("a target was missed (--fail-on-kpi)")
+    return failure
 
 
 def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env: dict[str, str] | None = None) -> dict:

@@ -10,7 +10,7 @@ import pytest
 from fwe_cli.loader import ConfigError, resolve_config
 from fwe_cli.measure import child
 from fwe_cli.measure.child import PHASES
-from fwe_cli.measure.phase0 import MeasurePlan, spawn_run, verdict
+from fwe_cli.measure.cold_warm import MeasurePlan, spawn_run, verdict
 from fwe_cli.measure.plan import DEFAULT_TARGETS, RunPlan, parse_targets
 from fwe_cli.measure.tune import TunePlan
 from tests.helpers import invoke
@@ -111,6 +111,27 @@ def test_failed_run_is_reported_with_loader_exit_code(tmp_path):
     error = summary["runs"][0]["error"]
     assert set(error) == {"type", "message", "stage"} and "no such file" in error["message"]
     assert summary["verdict"]["pass"] is False
+
+
+@pytest.mark.parametrize("command, extra", [
+    ("measure", ("--warm",)), ("tune", ("--doc-batch-grid", "16", "--q-grid", "1", "--repeats", "1")),
+])
+def test_a_truncated_gz_is_bad_input_exit_2_in_measure_and_tune(tmp_path, command, extra):
+    """An InputError is a usage error (exit 2) wherever it surfaces: a .jsonl.gz cut short fails every run of measure
+    and tune alike, so they exit 2 as smoke does, not the generic 4 of a failed run; the line names the file."""
+    import gzip
+
+    path = tmp_path / "docs.jsonl.gz"
+    path.write_bytes(gzip.compress(b"".join(orjson.dumps({"text": f"document {i}"}) + b"\n" for i in range(500)))[:40])
+    args = (*extra, "--steps", "2", "--local-path", str(path), "--tokenizer", "byte", "--artifacts-dir",
+            str(tmp_path / "art"))
+    result = invoke(command, *args, "--json")
+    summary = orjson.loads(result.stdout)
+    assert result.exit_code == 2 and summary["exit_code"] == 2, result.stderr
+    runs = summary["runs" if command == "measure" else "trials"]
+    assert runs and all(run["error"]["type"] == "InputError" for run in runs)
+    assert str(path) in result.stderr
+    assert invoke("smoke", "--local-path", str(path), "--artifacts-dir", str(tmp_path / "art")).exit_code == 2
 
 
 def test_run_over_its_time_limit_is_recorded_as_run_timeout(tmp_path):
