@@ -176,7 +176,8 @@ def tune(
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
-    from fwe_cli.measure.tune import base_config, overridden_variables, run_tune, tune_outcome, tune_plan, write_env_file
+    from fwe_cli.measure.tune import (base_config, fit_to_source, overridden_variables, run_tune, tune_outcome,
+                                      tune_plan, write_env_file)
 
     refuse_heartbeat_dir(loader_flags, "tune")
     pinned = {key: loader_flags.pop(key) for key in ("doc_batch", "queue_depth", "tokenizer_threads")}
@@ -184,6 +185,9 @@ def tune(
                      trial_s=trial_s, repeats=repeats, budget_s=budget_s, run_timeout=run_timeout,
                      targets=parse_targets(targets))
     config = base_config(plan, pinned["tokenizer_threads"], loader_flags, FLAG_NAMES, timeout)
+    plan, note = fit_to_source(plan, config, doc_batch_grid is not None, threads_grid is not None)
+    if note and not json_out:
+        console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     overridden = overridden_variables(plan)
     if overridden:
         console.print(f"[dim]note: {', '.join(overridden)} in the environment {'is' if len(overridden) == 1 else 'are'} "

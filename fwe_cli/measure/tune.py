@@ -161,6 +161,27 @@ def base_config(plan: TunePlan, pinned_threads: int | None, loader_flags: dict, 
     return config
 
 
+def fit_to_source(plan: TunePlan, config: LoaderConfig, doc_batch_swept: bool,
+                  threads_swept: bool) -> tuple[TunePlan, str | None]:
+    """The plan for what the source is: a source read as token ids (a token directory) runs no tokenizer, so doc batch
+    and tokenizer threads change nothing and only Q is swept (their grid flags are refused: they would measure noise
+    under other names). Returns the plan and a note saying so, or the plan unchanged and None."""
+    from dataclasses import replace
+
+    from fwe_cli.loader.sources.registry import open_source
+
+    source = open_source(config.source, config.read_options())
+    if not source.reads_tokens:
+        return plan, None
+    if doc_batch_swept or threads_swept:
+        flag = "--doc-batch-grid" if doc_batch_swept else "--threads-grid"
+        raise ConfigError(f"{flag} sweeps how documents are tokenized, and {source.where(config.source)} is read as "
+                          "token ids (no tokenizer runs): drop it and sweep --q-grid only")
+    note = (f"{source.where(config.source)} is read as token ids (no tokenizer runs): doc batch and tokenizer "
+            f"threads change nothing, so only Q is swept (doc batch stays {config.doc_batch})")
+    return replace(plan, doc_batches=(config.doc_batch,)), note
+
+
 def overridden_variables(plan: TunePlan) -> list[str]:
     """The NSA_FWE_* variables set in the environment that the sweep overrides (it sets the fields it sweeps)."""
     swept = ["doc_batch", "queue_depth"] + (["tokenizer_threads"] if plan.threads else [])

@@ -296,3 +296,21 @@ def test_default_plan_stands_for_a_training_step_and_lasts_long_enough():
     assert TunePlan(objective="tokens_per_s", step_ms=0.0).trial_s == 3.0
     with pytest.raises(ConfigError, match="drop --step-ms"):
         TunePlan(objective="tokens_per_s")
+
+
+def test_a_token_directory_sweeps_q_only(tmp_path):
+    """On a token directory no tokenizer runs: tune sweeps Q only (one doc batch, the config's), says why in its
+    note, and refuses --doc-batch-grid, which would measure noise under that name (exit 2, naming the flag)."""
+    from fwe_cli.loader.sources.synthetic import synthetic_record
+    from tests.loader.token_dirs import write_token_dir
+
+    tokens = write_token_dir(tmp_path / "tokens", [synthetic_record(4, i)["text"] for i in range(40)], "byte", 20)
+    args = ("--local-path", str(tokens), "--seq-len", "64", "--batch", "2", "--steps", "3", "--objective",
+            "tokens_per_s", "--trial-s", "0", "--repeats", "1", "--artifacts-dir", str(tmp_path / "a"))
+    refused = invoke("tune", *args, "--doc-batch-grid", "16,64")
+    assert refused.exit_code == 2 and "--doc-batch-grid" in refused.stderr and "token ids" in refused.stderr
+    result = invoke("tune", *args, "--q-grid", "1,2")
+    assert result.exit_code == 0, result.stderr
+    assert "only Q is swept" in result.stderr
+    summary = orjson.loads((next((tmp_path / "a" / "tune").iterdir()) / "summary.json").read_bytes())
+    assert len(summary["plan"]["doc_batches"]) == 1 and [s["setting"]["queue_depth"] for s in summary["settings"]] == [1, 2]

@@ -40,6 +40,9 @@ class Source:
     """Reading it talks to the Hugging Face Hub."""
     shuffle_refusal: ClassVar[str | None] = None
     """Why its stream cannot be shuffled (--shuffle-seed is then a usage error saying so); None: it can."""
+    reads_tokens: ClassVar[bool] = False
+    """Its documents arrive as token ids (a token directory): no tokenizer runs, and tokenizer settings (doc batch,
+    threads, backend) change nothing."""
     copies_whole_files: ClassVar[bool] = False
     """`fwe bootstrap` downloads its files and converts them (the native Hub reader) instead of reading `records`."""
     heavy_imports: ClassVar[tuple[str, ...]] = ()

@@ -227,6 +227,8 @@ class TokenDir(LocalPath):
     """A token directory (or the bootstrap it was made from, see the module docstring): documents are views into
     its shards; the pipeline's tokenizer is its manifest (`pretokenized`), and none is loaded."""
 
+    reads_tokens = True
+
     @classmethod
     def found(cls, spec, options) -> "TokenDir | None":
         if token_manifest(spec.local_path) is not None:
