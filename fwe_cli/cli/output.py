@@ -138,13 +138,17 @@ def end_now(code: int) -> None:
 
 def warnings_as_lines() -> None:
     """Show warnings (a loud fallback, a call that needed retries, GPT-2 from the packaged vocabulary) as one line
-    each on stderr, not Python's two (file:line, then the source line). Installed by the `fwe` process itself."""
+    each on stderr, not Python's two (file:line, then the source line); an FweNotice (not a problem) as a `note:`
+    line. Installed by the `fwe` process itself."""
     import warnings
 
     from rich.markup import escape
 
+    from fwe_cli.errors import FweNotice
+
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+        label = "[dim]note:[/]" if issubclass(category, FweNotice) else "[yellow]warning:[/]"
+        console.print(f"{label} {escape(str(message))}", soft_wrap=True)
 
     warnings.showwarning = show
 

@@ -116,3 +116,39 @@ def test_an_incomplete_token_dir_is_refused_unless_allow_partial(data, tmp_path)
         batches(partial)
     read, stats = batches(partial, allow_partial=True)
     assert read and stats["docs"] == 2 * DOCS_PER_SHARD
+
+
+def test_a_bootstrap_is_read_from_the_shards_made_from_it(tmp_path):
+    """After `fwe bootstrap --tokenize byte`, `--local-path OUT --tokenizer byte` reads OUT/tokens (no tokenizer
+    runs, a note says so) and gives the text path's batches; without --tokenizer, or once a part has changed since
+    the shards were made, the text is read."""
+    import os
+
+    import numpy as np
+    import pytest
+
+    from fwe_cli.errors import FweNotice
+
+    out = tmp_path / "boot"
+    made = invoke("bootstrap", "--source", "synthetic", "--gb", "0.001", "--out", str(out), "--tokenize", "byte",
+                  "--artifacts-dir", str(tmp_path / "a"))
+    assert made.exit_code == 0, made.stderr
+
+    def smoke(*extra):
+        result = invoke("smoke", "--local-path", str(out), "--seq-len", "64", "--batch", "2", "--batches", "4",
+                        "--save-batches", str(tmp_path / "b.npz"), "--json", "--artifacts-dir", str(tmp_path / "a"),
+                        *extra)
+        assert result.exit_code == 0, result.stderr
+        return orjson.loads(result.stdout), np.load(tmp_path / "b.npz")["batches"]
+
+    with pytest.warns(FweNotice, match="token shards made from this bootstrap"):
+        shards, from_shards = smoke("--tokenizer", "byte")
+    assert shards["tokenizer"]["backend"] == "token-shards"
+    assert shards["source"]["read_from"] == str(out / "tokens")
+    text, from_text = smoke()
+    assert text["tokenizer"]["backend"] == "byte" and "read_from" not in text["source"]
+    assert np.array_equal(from_shards, from_text)
+    part = out / "part-00000.jsonl"
+    os.utime(part, ns=(part.stat().st_atime_ns, part.stat().st_mtime_ns + 10**9))  # the bootstrap changed since
+    changed, _ = smoke("--tokenizer", "byte")
+    assert changed["tokenizer"]["backend"] == "byte"
