@@ -11,7 +11,7 @@ class Document:
     Its text may be given as a function that makes it: a source whose documents cost work to produce (the synthetic
     one generates each) hands them over unmade, and only the documents a shard keeps are ever made."""
 
-    __slots__ = ("_text", "id", "resume", "ids")
+    __slots__ = ("_text", "id", "resume", "ids", "delivered")
 
     def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
         self._text = text
@@ -23,6 +23,9 @@ class Document:
         self.ids = ids
         """The document's token ids (a numpy view into a token shard, without end-of-text) when it was read already
         tokenized; the pipeline then uses them instead of the tokenizer. None for text."""
+        self.delivered = 0
+        """Tokens of it a rank of another world delivered before the world changed (loader.elastic): the pipeline
+        leaves them out."""
 
     @property
     def text(self) -> str:

@@ -22,7 +22,7 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
-from fwe_cli.loader.resume import build_state, check_state
+from fwe_cli.loader.resume import build_state, check_states
 from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
@@ -37,9 +37,9 @@ class FineWebLoader:
     def __init__(self, config: LoaderConfig, state: dict | None = None):
         if config.as_torch and importlib.util.find_spec("torch") is None:  # imported later, beside the source
             raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'")
-        position, files = None, None
+        position, files, plan = None, None, None
         if state is not None:
-            config, position, files = check_state(state, config)
+            config, position, files, plan = check_states(state, config)
         self.config = config
         self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
@@ -53,11 +53,12 @@ class FineWebLoader:
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
-        self._start(config, position, files)
+        self._start(config, position, files, plan)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _start(self, config: LoaderConfig, position: dict | None = None, files: list[str] | None = None) -> None:
-        self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files)
+    def _start(self, config: LoaderConfig, position: dict | None = None, files: list[dict] | None = None,
+               plan=None) -> None:
+        self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
         self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth) if config.prefetch else None
         self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
 
@@ -240,17 +241,17 @@ class FineWebLoader:
         """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
         `load_state_dict`) continues right after the last batch this loader returned."""
         p = self.pipeline
-        return build_state(p.config, p.documents, self._position, self._steps)
+        return build_state(p.config, p.documents, self._position, self._steps, p.recent.frontier(self._position))
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (a `state_dict()`): the producer restarts right after that state's last batch.
         ConfigError naming the setting when the state was saved under another one."""
-        config, position, files = check_state(state, self.config)
+        config, position, files, plan = check_states(state, self.config)
         self.pipeline.close()
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=FALLBACK_JOIN_S)
         self.config, self._position = config, position
-        self._start(config, position, files)
+        self._start(config, position, files, plan)
 
     # -- stats -------------------------------------------------------------------------------------
     def stats(self) -> dict:

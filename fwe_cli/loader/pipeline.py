@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.documents import Document
@@ -51,7 +52,7 @@ class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
     def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
-                 start: dict | None = None, expect_files: list[dict] | None = None):
+                 start: dict | None = None, expect_files: list[dict] | None = None, plan: ElasticPlan | None = None):
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
@@ -61,7 +62,7 @@ class Pipeline:
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark,
-                                        start=self.start.get("doc"), expect=expect_files)
+                                        start=self.start.get("doc"), expect=expect_files, plan=plan)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
         self.docs = 0
@@ -73,6 +74,8 @@ class Pipeline:
         self._on_progress = on_progress
         self._started = time.perf_counter()
         self._lock = threading.Lock()
+        # the document batches of the batches queued, in flight and being packed: which document a batch ended in
+        self.recent = RecentBatches(config.queue_depth + 2 * self.threads + 4, self._stream_tokens)
 
     def _set_stage(self, stage: str) -> None:
         self.stage = stage
@@ -86,11 +89,22 @@ class Pipeline:
         tokenizer = self.tokenizer
         backend = getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
         if docs[0].ids is not None:  # read from token shards: ids(doc) + [eos] each, as encode_docs gives
-            ids = np.concatenate([part for d in docs for part in (d.ids, self._eos)]).astype(np.int32, copy=False)
+            ids = np.concatenate([part for d in docs for part in (d.ids[d.delivered:], self._eos)
+                                  if len(part)]).astype(np.int32, copy=False)
+        elif any(d.delivered for d in docs):  # after a world change: each such document's rest, encoded alone
+            ids = np.concatenate([backend.encode_docs([d.text])[d.delivered:] if d.delivered else
+                                  backend.encode_docs([d.text]) for d in docs])
         else:
             ids = backend.encode_docs([d.text for d in docs])
         self._count_encoded(backend.backend, len(docs), time.perf_counter() - t0)
         return ids
+
+    def _stream_tokens(self, doc: Document) -> int:
+        """How many tokens `doc` puts in this rank's stream: its ids and end-of-text, less those delivered before."""
+        if doc.ids is not None:
+            return len(doc.ids) + 1 - doc.delivered
+        tokenizer = self.tokenizer
+        return len(getattr(tokenizer, "current", lambda: tokenizer)().encode_docs([doc.text])) - doc.delivered
 
     def _count_encoded(self, backend: str, docs: int, seconds: float) -> None:
         with self._lock:
@@ -118,9 +132,10 @@ class Pipeline:
                 size = min(max(size * 2, 1), max(CHUNK_TOKENS, size))
 
         self.stage = "reading token shards"
-        for ids, resume, docs in self.documents.token_chunks(sizes()):
-            self._count_read(docs)
-            self._count_encoded(BACKEND, docs, 0.0)
+        for ids, resume, lengths in self.documents.token_chunks(sizes()):
+            self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
+            self._count_read(len(lengths))
+            self._count_encoded(BACKEND, len(lengths), 0.0)
             yield ids, resume
             if self._closing.is_set():
                 return
@@ -140,6 +155,7 @@ class Pipeline:
             if not chunk:
                 return
             self._count_read(len(chunk))
+            self.recent.remember(chunk[0].resume, chunk)
             yield chunk, chunk[0].resume
 
     def _token_arrays(self) -> Iterator[tuple[np.ndarray, dict | None]]:

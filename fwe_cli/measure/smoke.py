@@ -7,6 +7,7 @@ exception to an exit code.
 
 from __future__ import annotations
 
+import glob
 import io
 import threading
 import time
@@ -76,7 +77,7 @@ class SmokeRun:
 
     `resume`: a loader state to start from (`read_resume_state`)."""
 
-    def __init__(self, config: LoaderConfig, resume: dict | None = None):
+    def __init__(self, config: LoaderConfig, resume: dict | list[dict] | None = None):
         self.config, self.resume = config, resume
         self.started = utc_iso()
         # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
@@ -123,7 +124,11 @@ class SmokeRun:
             except OSError as exc:
                 error = output_error("save the loader state to", save_state, exc)
                 result.update(ok=False, error=error_record(error))
-        if self.resume is not None:
+        if isinstance(self.resume, list):  # every rank's state of another world: this rank's share of what they left
+            plan = self.loader.pipeline.documents.plan
+            result["resumed_from"] = {"states": len(self.resume), "position": self.loader.pipeline.start or None,
+                                      "plan": plan.to_dict() if plan is not None else None}
+        elif self.resume is not None:
             result["resumed_from"] = {"batches": self.resume.get("batches"), "position": self.resume.get("position")}
         if save_path and pulled:
             failure = _save(save_path, pulled, config)
@@ -138,9 +143,16 @@ class SmokeRun:
         return result, error
 
 
-def read_resume_state(path: str) -> dict:
-    """The loader state in a --save-state file (for --resume-state); ConfigError naming the file when it cannot be
-    read or is not JSON."""
+def read_resume_state(path: str) -> dict | list[dict]:
+    """The loader state in a --save-state file (for --resume-state), or, for a glob (`ckpt/state_*.json`), the states
+    of every rank of a world, in path order (a change of world size: loader.elastic); ConfigError naming the file
+    when one cannot be read or is not JSON, or the glob when it names none."""
+    if glob.has_magic(path):
+        paths = sorted(glob.glob(path))
+        if not paths:
+            raise ConfigError(f"--resume-state {path} names no file: give the states --save-state wrote (a glob "
+                              "naming every rank's, to resume them at another world size)")
+        return [read_resume_state(found) for found in paths]
     try:
         with open(path, "rb") as handle:
             return orjson.loads(handle.read())

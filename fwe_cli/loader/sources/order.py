@@ -4,8 +4,9 @@ A source yields (document, position after it) pairs from a position it is opened
 None is the start of the epoch). This stage numbers the documents of the whole stream (`index`, every shard, good
 records only), groups them into windows of `window` consecutive documents (1 without a shuffle), permutes each
 window with a permutation that is a pure function of (seed, epoch, the window's first index), and keeps the
-documents whose position in that order the shard owns. So every rank sees a disjoint part of the same permutation,
-whatever its Q, doc batch or threads.
+documents whose position in that order the shard owns (i % mod == rem, or after a change of world size the plan of
+loader.elastic, which also says how many tokens of a document were delivered before: `Document.delivered`). So every
+rank sees a disjoint part of the same permutation, whatever its Q, doc batch or threads.
 
 Each kept document carries `resume`: {"epoch", "index" (the window's first index), "at" (the source position before
 the window), "k" (the document's place in the permuted window)}. `ordered(..., start=doc.resume)` yields that
@@ -19,8 +20,9 @@ import random
 from itertools import islice
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from fwe_cli.loader.config import Shard
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.elastic import ElasticPlan, plain
+from fwe_cli.loader.shard import Shard
 
 T = TypeVar("T")
 Opener = Callable[[int, "tuple | None"], Iterator[tuple[Document, tuple]]]
@@ -34,8 +36,10 @@ def permuted(items: Sequence[T], *key: object) -> list[T]:
 
 
 def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = None, window: int = 1,
-            start: dict | None = None) -> Iterator[Document]:
-    """The shard's documents over `epochs`, shuffled in windows when `seed` is given, from `start` (a `resume`)."""
+            start: dict | None = None, plan: ElasticPlan | None = None) -> Iterator[Document]:
+    """The shard's documents over `epochs`, shuffled in windows when `seed` is given, from `start` (a `resume`);
+    `plan`: which documents are the shard's after a change of world size (loader.elastic), else i % mod == rem."""
+    plan = plan or plain(shard)
     start = start or {}
     size = window if seed is not None else 1
     epoch = int(start.get("epoch", 0))
@@ -47,15 +51,17 @@ def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = N
         docs = open_at(epoch, tuple(at) if at is not None else None)
         if size == 1:
             for doc, after in docs:
-                if shard.owns(index):
+                if plan.owns(epoch, index):
                     doc.resume = {"epoch": epoch, "index": index, "at": at, "k": 0}
+                    doc.delivered = plan.delivered(epoch, index)
                     yield doc
                 index, at = index + 1, after
         else:
             while block := list(islice(docs, size)):
                 for k, (doc, _after) in enumerate(permuted(block, "docs", seed, epoch, index)):
-                    if k >= skip and shard.owns(index + k):
+                    if k >= skip and plan.owns(epoch, index + k):
                         doc.resume = {"epoch": epoch, "index": index, "at": at, "k": k}
+                        doc.delivered = plan.delivered(epoch, index + k)
                         yield doc
                 skip = 0
                 index, at = index + len(block), block[-1][1]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from fwe_cli.loader.config import LoaderConfig
+    from fwe_cli.loader.elastic import ElasticPlan
     from fwe_cli.loader.sources.base import Source
     from fwe_cli.loader.sources.token_dir import ShardTokens
 
@@ -31,7 +32,7 @@ class DocumentStream:
 
     def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
                  mark: Callable[[str], None] = lambda name: None, start: dict | None = None,
-                 expect: list[dict] | None = None, bad: BadRecords | None = None):
+                 expect: list[dict] | None = None, bad: BadRecords | None = None, plan: ElasticPlan | None = None):
         self.config = config
         self.start = start
         """A document's `resume`: the stream yields that document first (None: from the start)."""
@@ -40,6 +41,8 @@ class DocumentStream:
         self._set_stage = set_stage
         self._mark = mark
         self._bad = bad
+        self.plan = plan
+        """Which documents are the shard's after a change of world size (loader.elastic); None: i % mod == rem."""
         self._source: Source | None = None
 
     @property
@@ -68,7 +71,7 @@ class DocumentStream:
 
     def __iter__(self) -> Iterator[Document]:
         c = self.config
-        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self.start):
+        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self.start, self.plan):
             self._mark("first_document")
             yield doc
 
@@ -102,13 +105,13 @@ class DocumentStream:
         return self.config.tokenizer or self.source.default_tokenizer()
 
     def in_order(self) -> bool:
-        """Whether every document is read, in file order (one shard, no shuffle): a token directory's stream is
-        then served by `token_chunks`."""
-        return self.config.shard.mod == 1 and self.config.shuffle_seed is None
+        """Whether every document is read, in file order (one shard, no shuffle, no world change): a token
+        directory's stream is then served by `token_chunks`."""
+        return self.config.shard.mod == 1 and self.config.shuffle_seed is None and self.plan is None
 
-    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
-        """A token directory read in order: (ids, first document's `resume`, documents) per chunk of about
-        `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
+    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
+        """A token directory read in order: (ids, first document's `resume`, each document's tokens) per chunk of
+        about `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
         source = self._open()
         self._mark("source_opened")
         start = self.start or {}

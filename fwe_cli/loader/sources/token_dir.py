@@ -198,10 +198,11 @@ def iter_token_docs(files: list[str], tokens: ShardTokens,
 
 
 def iter_token_chunks(files: list[str], tokens: ShardTokens, epoch: int, start: dict | None,
-                      sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
-    """(ids, the first document's `resume`, documents) per chunk of consecutive documents of one epoch read in order
-    (one shard, no shuffle): ids = one slice of the shard + one eos, int32. Chunks end at document boundaries, each
-    about `next(sizes)` tokens (one document at least); `resume` is what sources.order gives that document."""
+                      sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
+    """(ids, the first document's `resume`, each document's tokens) per chunk of consecutive documents of one epoch
+    read in order (one shard, no shuffle): ids = one slice of the shard + one eos, int32. Chunks end at document
+    boundaries, each about `next(sizes)` tokens (one document at least); `resume` is what sources.order gives that
+    document."""
     at = (start or {}).get("at")
     at = tuple(at) if at is not None else None
     first, skip = at or (0, 0)
@@ -219,7 +220,7 @@ def iter_token_chunks(files: list[str], tokens: ShardTokens, epoch: int, start: 
             ids = np.empty(hi - lo + 1, dtype=np.int32)
             ids[:-1] = data[lo:hi]
             ids[-1] = eos
-            yield ids, {"epoch": epoch, "index": index, "at": at, "k": 0}, j - i
+            yield ids, {"epoch": epoch, "index": index, "at": at, "k": 0}, np.diff(offsets[i:j + 1])
             index, at, i = index + j - i, (number, j), j
 
 
@@ -280,7 +281,8 @@ class TokenDir(LocalPath):
     def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
         return iter_token_docs(order(self.files, epoch), self.pretokenized(), at)
 
-    def token_chunks(self, epoch: int, start: dict | None, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, int]]:
+    def token_chunks(self, epoch: int, start: dict | None,
+                     sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
         """The epoch read in order (one shard, no shuffle): see `iter_token_chunks`."""
         return iter_token_chunks(self.files, self.pretokenized(), epoch, start, sizes)
 
