@@ -24,6 +24,7 @@ from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_state
 from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
@@ -52,6 +53,11 @@ class FineWebLoader:
         self._steps = 0
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
+        # Hub retries (any thread of this process) go to the heartbeat and end within the timeout (the observer holds
+        # the heartbeat, not self: an unclosed loader is still collected)
+        heartbeat = self.heartbeat
+        self._unwatch = watch(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
+                              budget_s=config.loader_timeout)
         self._start(config, position, files)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -73,6 +79,7 @@ class FineWebLoader:
         if self._closed:
             return
         self._closed = True
+        self._unwatch()
         self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)

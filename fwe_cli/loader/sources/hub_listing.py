@@ -26,9 +26,8 @@ PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-inf
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # Per request while resolving (httpx's connect and read timeouts): a Hub that never answers ends the run after it,
 # well inside the 10 s a user waits for the message, and a working Hub starts its answer well within it. A Hub that
-# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff.
+# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff (HUB_RETRY).
 OPEN_TIMEOUT_S = 3.0
-OPEN_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ def _ask(call, what: str, repo: str):
     """One Hub API call, retried while the Hub answers 429/5xx; any failure as SourceError naming the dataset, and a
     Hub that cannot be reached (refused, no answer; 5xx after the retries) as the unreachable message."""
     try:
-        return call_with_retries(call, what, attempts=OPEN_ATTEMPTS, fail_fast=True)
+        return call_with_retries(call, what, fail_fast=True)
     except SourceError:
         raise
     except Exception as exc:  # huggingface_hub/httpx raise many types; the cause stays chained
