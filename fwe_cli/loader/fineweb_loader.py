@@ -20,6 +20,7 @@ import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
+from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_state
@@ -54,10 +55,12 @@ class FineWebLoader:
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
         # Hub retries (any thread of this process) go to the heartbeat and end within the timeout (the observer holds
-        # the heartbeat, not self: an unclosed loader is still collected)
+        # the heartbeat, not self: an unclosed loader is still collected); under torch.distributed the ranks' group
+        # for sharing the Hub listing is made here, on the caller's thread
         heartbeat = self.heartbeat
         self._unwatch = watch(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
                               budget_s=config.loader_timeout)
+        join_ranks(config)
         self._start(config, position, files)
 
     # -- lifecycle ---------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ the revision is a commit sha already listed or HF_HUB_OFFLINE=1.
 
 Many ranks ask once: processes sharing a cache (a node's ranks) resolve one at a time under a lock (node_lock), and
 the ref records when its commit was checked and by which process, so a rank that comes after another rank checked
-(since it started, within FRESH_S) reads the cache without a request.
+(since it started, within FRESH_S) reads the cache without a request; in a torch.distributed job, rank 0 resolves and
+the others are told (job_ranks).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import orjson
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline, resolve_url
+from fwe_cli.loader.job_ranks import share
 from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
 from fwe_cli.loader.node_lock import node_lock, process_started_at
 from fwe_cli.loader.transient import attempts_note, call_with_retries, hub_budget_s, transient_reason
@@ -271,6 +273,12 @@ def resolve_listing(repo: str, config: str | None, split: str, revision: str | N
     Requests: none for a cached commit sha, offline, or a branch checked by another process sharing this cache since
     this one started; one HEAD when a branch listed before still points at a listed commit; two (info, paths-info)
     on a first start, three when the branch moved. Processes sharing a cache take turns (`set_stage` names the lock
-    while one waits). Raises SourceError naming the dataset on anything it cannot resolve.
+    while one waits); in a torch.distributed job rank 0 resolves and every other rank is told, writing what it was
+    told into its own cache. Raises SourceError naming the dataset on anything it cannot resolve.
     """
-    return _resolve_here(repo, config, split, revision or "main", use_cache, set_stage)
+    revision = revision or "main"
+    told = share(f"{repo} {config} {split} @ {revision}",
+                 lambda: _resolve_here(repo, config, split, revision, use_cache, set_stage).to_dict(),
+                 keep=lambda data: _keep(HubListing.from_dict(data), revision) if use_cache else None,
+                 set_stage=set_stage, what="rank 0's Hub listing")
+    return HubListing.from_dict(told)
