@@ -27,8 +27,8 @@ from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline, resolve_url
 from fwe_cli.loader.job_ranks import share
-from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
 from fwe_cli.loader.node_lock import node_lock, process_started_at
+from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
 from fwe_cli.loader.transient import attempts_note, call_with_retries, hub_budget_s, transient_reason
 
 LISTING_FORMAT = 1
