@@ -69,11 +69,16 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: i
               "docs": decode_documents(batches) if batches else []}
     with open(f"{out_dir}/rank{rank}.json", "w", encoding="utf-8") as handle:
         json.dump(report, handle)
-    dist.barrier()  # no rank tears the group down while another still talks to it
+    end_rank(dist)
+
+
+def end_rank(dist) -> None:
+    """Leave the job: a barrier (no rank tears the group down while another still talks to it), the group destroyed,
+    then the process ended without interpreter teardown: torch's gloo transport can abort a process at exit
+    ("terminate called without an active exception", SIGABRT) once in a few dozen runs, after everything is done. The
+    caller has closed its loaders (their threads joined) and written and closed its report."""
+    dist.barrier()
     dist.destroy_process_group()
-    # End without interpreter teardown: torch's gloo transport can abort a process at exit ("terminate called without
-    # an active exception", SIGABRT) once in a few dozen runs, after everything above is done; the loader's own
-    # threads are closed and joined by the `with` block, and the report is written and closed.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

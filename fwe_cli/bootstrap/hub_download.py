@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from fwe_cli.bootstrap.output_errors import on_output
@@ -25,10 +26,9 @@ from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.loader.sources.hub_listing import HubFile
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S
-from fwe_cli.loader.transient import attempts_note, transient_reason
+from fwe_cli.loader.transient import attempts_note, retry_wait, transient_reason
 
 CHUNK_BYTES = 1 << 20
-ATTEMPTS = 4  # failed requests in a row (without a byte received) before giving up on a file
 DEFAULT_AHEAD = 2
 
 
@@ -80,12 +80,12 @@ def _fetch_once(url: str, part: str, digest, total: int, stop: threading.Event):
 
 def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
     """Bring `part` to the file's size (resuming); returns its sha256. Transient failures are retried, at once
-    when the failed request had received bytes, else after 1, 2, 4 s."""
+    when the failed request had received bytes, else as the Hub retry policy says (transient.retry_wait)."""
     if not os.path.exists(part):
         with on_output("create", part):
             open(part, "wb").close()
     digest = _hash_prefix(part, os.path.getsize(part))
-    failures = 0
+    failures, since = 0, time.monotonic()
     while os.path.getsize(part) < file.size:
         before = os.path.getsize(part)
         try:
@@ -94,12 +94,13 @@ def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
             raise
         except Exception as exc:  # httpx/huggingface_hub raise many types; the cause stays chained
             progressed = os.path.getsize(part) > before
-            failures = 0 if progressed else failures + 1
-            if transient_reason(exc) is None or failures >= ATTEMPTS:
+            failures, since = (0, time.monotonic()) if progressed else (failures + 1, since)
+            wait = 0.0 if progressed and transient_reason(exc) else retry_wait(exc, failures, since, f"reading {url}")
+            if wait is None:
                 raise SourceError(f"cannot download {url}{attempts_note(exc)}: {exc}") from exc
             digest = _hash_prefix(part, os.path.getsize(part))  # what the cut request appended is kept
-            if not progressed:
-                stop.wait(2.0 ** (failures - 1))
+            if wait:
+                stop.wait(wait)
             if stop.is_set():
                 raise Cancelled(url) from None
             continue

@@ -20,10 +20,12 @@ import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
+from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
 from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
@@ -53,6 +55,13 @@ class FineWebLoader:
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
+        # Hub retries (any thread of this process) go to the heartbeat and end within the timeout (the observer holds
+        # the heartbeat, not self: an unclosed loader is still collected); under torch.distributed the ranks' group
+        # for sharing the Hub listing is made here, on the caller's thread
+        heartbeat = self.heartbeat
+        self._unwatch = watch(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
+                              budget_s=config.loader_timeout)
+        join_ranks(config)
         self._start(config, position, files, plan)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -75,6 +84,7 @@ class FineWebLoader:
         if self._closed:
             return
         self._closed = True
+        self._unwatch()
         self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)

@@ -7,8 +7,9 @@ reader and the tokenizer fetch both use them.
 A warm start's path to its first batch avoids importing huggingface_hub's HTTP stack (httpx, its SSL context, the
 file_download module): that import costs more CPU than the whole rest of a warm open, and on a warm start it would
 serve one HEAD request. So this module also has the few pieces of the Hub's conventions that path needs, read the
-way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`), the token
-(`token`), and one plain HEAD request (`head`). Every other request goes through huggingface_hub.
+way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`), the token (`token`), and one
+plain request (`fetch`, `head`), which the tokenizer fetch also uses (tokenization/hub_fetch.py). The listing's API
+calls and the range reads go through huggingface_hub.
 """
 
 from __future__ import annotations
@@ -22,37 +23,45 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+# Each function imports huggingface_hub's constants only when the environment does not say: that import reads the
+# variables once, for good, and a process whose variables change later (tests do) must not have it read them early.
 def endpoint() -> str:
     """The Hub's base URL, without a trailing slash."""
+    if os.environ.get("HF_ENDPOINT"):
+        return os.environ["HF_ENDPOINT"].rstrip("/")
     from huggingface_hub import constants
 
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return constants.ENDPOINT.rstrip("/")
 
 
 def offline() -> bool:
     """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as the environment says now, or as huggingface_hub read it."""
-    from huggingface_hub import constants
-
     if "HF_HUB_OFFLINE" in os.environ:
         return _truthy(os.environ["HF_HUB_OFFLINE"]) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE"))
-    return _truthy(os.environ.get("TRANSFORMERS_OFFLINE")) or constants.HF_HUB_OFFLINE
+    if _truthy(os.environ.get("TRANSFORMERS_OFFLINE")):
+        return True
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE
 
 
-def resolve_url(repo: str, revision: str, path: str) -> str:
-    """The URL of file `path` of dataset `repo` at `revision` (a branch, tag or commit sha; quoted whole)."""
+def resolve_url(repo: str, revision: str, path: str, repo_type: str = "dataset") -> str:
+    """The URL of file `path` of repo `repo` (a dataset, or a model) at `revision` (a branch, tag or commit sha;
+    quoted whole)."""
     from urllib.parse import quote
 
-    return f"{endpoint()}/datasets/{repo}/resolve/{quote(revision, safe='')}/{quote(path)}"
+    kind = "" if repo_type == "model" else f"{repo_type}s/"
+    return f"{endpoint()}/{kind}{repo}/resolve/{quote(revision, safe='')}/{quote(path)}"
 
 
 def hub_cache_dir() -> str:
     """The hub cache huggingface_hub would use if it read HF_HUB_CACHE / HF_HOME now."""
-    from huggingface_hub import constants
-
     if os.environ.get("HF_HUB_CACHE"):
         return os.environ["HF_HUB_CACHE"]
     if os.environ.get("HF_HOME"):
         return os.path.join(os.environ["HF_HOME"], "hub")
+    from huggingface_hub import constants
+
     return constants.HF_HUB_CACHE
 
 
@@ -74,7 +83,7 @@ def note_request() -> None:
 
 def request_times() -> list[float]:
     """perf_counter time of every Hub request recorded in this process (huggingface_hub's, once `fwe_cli.measure.
-    hub_requests` counts them, and `head`'s)."""
+    hub_requests` counts them, and `fetch`'s)."""
     with _sent_lock:
         return list(_sent)
 
@@ -111,22 +120,23 @@ def token() -> str | None:
 
 
 class HttpStatusError(Exception):
-    """The Hub answered `head` with an error status; `response.status_code` and `response.headers` as httpx has
+    """The Hub answered `fetch` with an error status; `response.status_code` and `response.headers` as httpx has
     them, so transient.py classifies it like huggingface_hub's errors."""
 
-    def __init__(self, url: str, status: int, headers):
-        super().__init__(f"HTTP {status} for HEAD {url}")
+    def __init__(self, url: str, status: int, headers, method: str = "HEAD"):
+        super().__init__(f"HTTP {status} for {method} {url}")
         self.response = type("Response", (), {"status_code": status, "headers": headers})()
 
 
-def head(url: str, timeout: float, max_redirects: int = 5) -> dict[str, str]:
-    """The headers of a HEAD request to `url` (plain urllib: proxies from the environment, the token when there is
-    one). Redirects are followed by hand, and the first answer carrying X-Repo-Commit ends them, as huggingface_hub
-    keeps the Hub's headers rather than a CDN's. Raises HttpStatusError on 4xx/5xx, and urllib's errors (which
-    chain the socket's: refused, timed out) when the Hub cannot be reached."""
+def fetch(url: str, timeout: float, method: str = "GET", max_redirects: int = 5) -> tuple[dict[str, str], bytes]:
+    """(headers, body) of one plain urllib request to `url` (proxies from the environment; the token, when there is
+    one, only to the Hub's own host). Redirects are followed by hand: the first answer carrying X-Repo-Commit is the
+    Hub's, and its headers are the ones returned, as huggingface_hub keeps the Hub's headers rather than a CDN's; a
+    HEAD ends there, a GET goes on to the body. Raises HttpStatusError on 4xx/5xx, and urllib's errors (which chain
+    the socket's: refused, timed out, a short body) when the Hub cannot be reached or the answer is cut."""
     import urllib.error
     import urllib.request
-    from urllib.parse import urljoin
+    from urllib.parse import urljoin, urlsplit
 
     from fwe_cli import __version__
 
@@ -136,19 +146,28 @@ def head(url: str, timeout: float, max_redirects: int = 5) -> dict[str, str]:
 
     opener = urllib.request.build_opener(_Manual)
     headers = {"User-Agent": f"fwe/{__version__}", "Accept-Encoding": "identity"}
-    secret = token()
-    if secret:
-        headers["Authorization"] = f"Bearer {secret}"
+    secret, hub_host, hub_headers = token(), urlsplit(url).netloc, None
     for _ in range(max_redirects + 1):
+        sent = dict(headers, **({"Authorization": f"Bearer {secret}"} if secret and urlsplit(url).netloc == hub_host
+                                else {}))
         note_request()
         try:
-            with opener.open(urllib.request.Request(url, headers=headers, method="HEAD"), timeout=timeout) as answer:
-                return {k.lower(): v for k, v in answer.headers.items()}
+            with opener.open(urllib.request.Request(url, headers=sent, method=method), timeout=timeout) as answer:
+                found = {k.lower(): v for k, v in answer.headers.items()}
+                body = answer.read() if method != "HEAD" else b""
+                return hub_headers or found, body
         except urllib.error.HTTPError as exc:
             found = {k.lower(): v for k, v in (exc.headers or {}).items()}
             if not 300 <= exc.code < 400:
-                raise HttpStatusError(url, exc.code, exc.headers) from None
-            if "x-repo-commit" in found or "location" not in found:
-                return found
+                raise HttpStatusError(url, exc.code, exc.headers, method) from None
+            if hub_headers is None and "x-repo-commit" in found:
+                hub_headers = found
+            if "location" not in found or (method == "HEAD" and hub_headers is not None):
+                return hub_headers or found, b""
             url = urljoin(url, found["location"])
-    raise RuntimeError(f"more than {max_redirects} redirects from HEAD {url}")
+    raise RuntimeError(f"more than {max_redirects} redirects from {method} {url}")
+
+
+def head(url: str, timeout: float) -> dict[str, str]:
+    """The (Hub's) headers of a HEAD request to `url`: see `fetch`."""
+    return fetch(url, timeout, "HEAD")[0]

@@ -3,7 +3,9 @@
 Each line of heartbeat_rank{rank}.jsonl: {"ts", "iso", "pid", "rank", "step", "msg", ...fields}.
 Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_warmup
 {requested, filled, wait_ms}, fineweb_loader_fallback {reason}, fineweb_fetch per step {dt_fetch_s,
-fetch_p50_ms, fetch_p95_ms} and fineweb_progress every report_docs documents.
+fetch_p50_ms, fetch_p95_ms}, fineweb_progress every report_docs documents, and fineweb_hub_retry {what, attempt,
+reason, wait_s} (step null) each time a Hub request is retried (transient.py: `what` names the request, `attempt`
+the failed one, `reason` e.g. "HTTP 429", `wait_s` the jittered wait before the next).
 """
 
 from __future__ import annotations

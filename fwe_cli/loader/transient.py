@@ -4,13 +4,22 @@ huggingface_hub retries some requests itself (HEAD of a file, parquet range read
 against the test Hub server (tests/hubsim), one 503 on the GET of README.md, on the GET of
 /api/datasets/{repo}/revision/{sha} or on the GET of tokenizer.json, or one cut connection on the revision
 info, made `load_dataset(..., streaming=True)` / `hf_hub_download` fail outright. The loader's cold start
-is exactly where a busy Hub answers 503, so the opening calls go through `call_with_retries`.
+is exactly where a busy Hub answers 503, so every Hub request fwe sends goes through one policy, `HUB_RETRY`:
+the listing, the range reads, bootstrap's downloads and the tokenizer fetch.
 
-Retries are quiet: a call that recovers reports one summary warning line (attempts, seconds, reasons); a call
-that gives up raises its last exception, and `attempts_note(exc)` (' after 3 attempts over 3.0 s') goes into
-the caller's one error line. A caller with a way out of a Hub that cannot be reached at all (refused
-connection, DNS failure, no answer within the client's timeout: `unreachable_reason`) passes `fail_fast=True`
-and gets that error at once instead of after the backoff.
+How long it waits (`retry_wait`): full jitter on an exponential backoff, i.e. before retry n a wait drawn uniformly
+from [0, min(max_wait_s, base_wait_s * 2**(n-1))], from a generator seeded per process (pid, RANK, urandom), so the
+ranks of a job that were refused together do not come back together; a Retry-After (429/503) is honoured in full
+(up to max_wait_s) with the jitter added on top. An overall deadline bounds a call: a retry starts only when its
+wait plus one more attempt (as long as the failed one took) ends before `deadline_s` and before the budget a
+loader registered (`watch`: its --timeout), counted from the call's first attempt.
+
+Retries are quiet on stderr: a call that recovers warns once (attempts, seconds, reasons); a call that gives up
+raises its last exception, and `attempts_note(exc)` (' after 3 attempts over 3.0 s') goes into the caller's one
+error line. Each retry is reported to the observers `watch` registered (the loader writes it to its heartbeat as
+`fineweb_hub_retry {what, attempt, reason, wait_s}`); this module knows nothing of heartbeats or loaders.
+A caller with a way out of a Hub that cannot be reached at all (refused connection, DNS failure, no answer
+within the client's timeout: `unreachable_reason`) passes `fail_fast=True` and gets that error at once.
 
 Errors are classified by duck typing over the exception chain (a `response.status_code`, class names of
 httpx/httpx2/requests transport errors, builtin ConnectionError/TimeoutError), so no HTTP library is
@@ -19,8 +28,12 @@ imported here. Offline mode (HF_HUB_OFFLINE) is never retried.
 
 from __future__ import annotations
 
+import os
+import random
+import threading
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -31,9 +44,87 @@ TRANSPORT_ERRORS = frozenset({"TransportError", "NetworkError", "RemoteProtocolE
 # The server was never reached (refused, DNS, no route, connect timeout) or never answered (read timeout).
 UNREACHABLE_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ReadTimeout", "PoolTimeout", "TimeoutException",
                                 "NewConnectionError", "NameResolutionError", "gaierror", "ConnectionRefusedError"})
-MAX_RETRY_AFTER_S = 30.0  # a Retry-After above this is not honoured in full: the loader timeout rules anyway
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a failed Hub request is retried."""
+
+    attempts: int = 6
+    """Calls at most (the first included)."""
+    base_wait_s: float = 1.0
+    """The backoff's first ceiling: retry n waits up to base_wait_s * 2**(n-1)."""
+    max_wait_s: float = 30.0
+    """No single wait is longer (a larger Retry-After is cut to it: the deadline rules anyway)."""
+    deadline_s: float | None = None
+    """No retry that could not end within this many seconds of the first call starts (None: only the loader's
+    budget, if one is registered, bounds it)."""
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts!r}")
+        if not 0 <= self.base_wait_s <= self.max_wait_s:
+            raise ValueError(f"need 0 <= base_wait_s <= max_wait_s, got {self.base_wait_s!r}, {self.max_wait_s!r}")
+        if self.deadline_s is not None and self.deadline_s <= 0:
+            raise ValueError(f"deadline_s must be > 0 or None, got {self.deadline_s!r}")
+
+    def backoff_s(self, attempt: int) -> float:
+        """The ceiling of the jittered wait after failed attempt `attempt` (1 = the first call)."""
+        return min(self.max_wait_s, self.base_wait_s * 2 ** (attempt - 1))
+
+
+HUB_RETRY = RetryPolicy()
+"""The one policy of every Hub request fwe sends."""
+
+
+# -- observers and the loader's budget (process-wide: the read-ahead and tokenizer threads retry too) ---------------
+_watchers: dict[int, tuple[Callable[[dict], None], float | None]] = {}
+_watch_lock = threading.Lock()
+_next_watch = iter(range(1, 1 << 62))
+
+
+def watch(observer: Callable[[dict], None], budget_s: float | None = None) -> Callable[[], None]:
+    """Report every retry in this process to `observer` ({what, attempt, reason, wait_s}) and, with `budget_s`,
+    keep every retried call within that many seconds of its first attempt; returns the function that undoes both."""
+    with _watch_lock:
+        key = next(_next_watch)
+        _watchers[key] = (observer, budget_s)
+
+    def unwatch() -> None:
+        with _watch_lock:
+            _watchers.pop(key, None)
+
+    return unwatch
+
+
+def hub_budget_s() -> float | None:
+    """The smallest budget a watcher registered (a loader's --timeout), None when there is none."""
+    with _watch_lock:
+        budgets = [b for _, b in _watchers.values() if b is not None]
+    return min(budgets) if budgets else None
+
+
+def _report(event: dict) -> None:
+    with _watch_lock:
+        observers = [o for o, _ in _watchers.values()]
+    for observer in observers:
+        observer(event)
+
+
+_rng_state: dict[str, object] = {}
+_rng_lock = threading.Lock()
+
+
+def _process_rng() -> random.Random:
+    """The jitter's generator, seeded anew in each process (a forked child gets its own, not a copy)."""
+    with _rng_lock:
+        if _rng_state.get("pid") != os.getpid():
+            seed = f"{os.getpid()}:{os.environ.get('RANK', '')}:{os.urandom(8).hex()}"
+            _rng_state.update(pid=os.getpid(), rng=random.Random(seed))
+        return _rng_state["rng"]  # type: ignore[return-value]
+
+
+# -- classification -------------------------------------------------------------------------------------------------
 def _chain(exc: BaseException):
     seen = set()
     while exc is not None and id(exc) not in seen and len(seen) < 16:
@@ -81,34 +172,61 @@ def unreachable_reason(exc: BaseException) -> str | None:
     return None
 
 
-def call_with_retries(fn: Callable[[], T], what: str, attempts: int = 3, base_wait_s: float = 1.0,
-                      sleep: Callable[[float], None] = time.sleep, *, fail_fast: bool = False,
-                      clock: Callable[[], float] = time.monotonic) -> T:
-    """Call `fn`; on a transient failure wait (1 s, 2 s, ...; at least Retry-After) and call it again.
+# -- the policy at work ---------------------------------------------------------------------------------------------
+def retry_wait(exc: BaseException, attempt: int, started: float, what: str, policy: RetryPolicy = HUB_RETRY, *,
+               attempt_s: float = 0.0, fail_fast: bool = False, clock: Callable[[], float] = time.monotonic,
+               rng: random.Random | None = None) -> float | None:
+    """Seconds to wait before retrying `what`, whose attempt number `attempt` (1 = the first call; `attempt_s` long)
+    ended in `exc`, the call having started at `started` (on `clock`); the retry is reported to the observers.
+    None when it is not to be retried (not transient, unreachable with `fail_fast`, attempts spent, or no retry
+    would end before the deadline): `exc` then carries `fwe_attempts` and `fwe_retry_s` for `attempts_note`."""
+    found = transient_reason(exc)
+    now = clock()
+    wait = None
+    if found is not None and attempt < policy.attempts and not (fail_fast and unreachable_reason(exc)):
+        reason, retry_after = found
+        floor = min(retry_after or 0.0, policy.max_wait_s)
+        wait = floor + (rng or _process_rng()).uniform(0.0, policy.backoff_s(attempt))
+        limits = [d for d in (policy.deadline_s, hub_budget_s()) if d is not None]
+        if limits:
+            room = started + min(limits) - now - attempt_s  # the latest a retry may start, from now
+            wait = min(wait, room) if room >= floor else None
+    if wait is None:
+        exc.fwe_attempts = attempt  # type: ignore[attr-defined]
+        exc.fwe_retry_s = now - started  # type: ignore[attr-defined]
+        return None
+    _report({"what": what, "attempt": attempt, "reason": reason, "wait_s": round(wait, 6)})
+    return wait
 
-    After `attempts` calls, or on any other error, the last exception is raised as is, with `fwe_attempts`
-    (calls made) and `fwe_retry_s` (seconds since the first call) set on it. With `fail_fast`, an error for which
-    `unreachable_reason` holds is raised at once. A call that succeeds after retries warns once, at the end."""
+
+def call_with_retries(fn: Callable[[], T], what: str, policy: RetryPolicy = HUB_RETRY,
+                      sleep: Callable[[float], None] = time.sleep, *, fail_fast: bool = False,
+                      clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> T:
+    """Call `fn`; on a transient failure wait as `retry_wait` says and call it again.
+
+    The last exception is raised as is once `retry_wait` gives up, or at once on any other error, with
+    `fwe_attempts` (calls made) and `fwe_retry_s` (seconds since the first call) set on it. A call that succeeds
+    after retries warns once, at the end."""
     start = clock()
     reasons: list[str] = []
-    for attempt in range(1, attempts + 1):
+    attempt = 0
+    while True:
+        attempt += 1
+        began = clock()
         try:
             result = fn()
         except Exception as exc:
-            found = transient_reason(exc)
-            if found is None or attempt == attempts or (fail_fast and unreachable_reason(exc)):
-                exc.fwe_attempts = attempt  # type: ignore[attr-defined]
-                exc.fwe_retry_s = clock() - start  # type: ignore[attr-defined]
+            wait = retry_wait(exc, attempt, start, what, policy, attempt_s=clock() - began, fail_fast=fail_fast,
+                              clock=clock, rng=rng)
+            if wait is None:
                 raise
-            reason, retry_after = found
-            reasons.append(reason)
-            sleep(max(base_wait_s * 2 ** (attempt - 1), min(retry_after or 0.0, MAX_RETRY_AFTER_S)))
+            reasons.append(transient_reason(exc)[0])  # type: ignore[index]
+            sleep(wait)
             continue
         if reasons:
             warnings.warn(f"fwe: {what} succeeded after {attempt} attempts over {clock() - start:.1f} s "
                           f"(retried: {', '.join(reasons)})", RuntimeWarning, stacklevel=2)
         return result
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def attempts_note(exc: BaseException) -> str:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import inspect
 import socket
 import sys
-import time
-import types
 import warnings
 
 import numpy as np
@@ -21,6 +19,7 @@ from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 from fwe_cli.loader.tokenization.gpt2_vocab import (ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256, gpt2_vocab_files,
                                                     packaged_gpt2_tokenizer_json)
 from fwe_cli.loader.tokenization.probes import SURROGATE_SAMPLES, probe_texts
+from fwe_cli.loader.transient import watch
 
 REPO_PATH = "/openai-community/gpt2/resolve/main/tokenizer.json"
 
@@ -41,23 +40,19 @@ def hf_env(monkeypatch, tmp_path):
 
 @pytest.fixture
 def downloads(monkeypatch):
-    """Counts hf_hub_download calls and records the sleeps of huggingface_hub's HTTP backoff (without sleeping)."""
-    import huggingface_hub
-    from huggingface_hub.utils import _http as hf_http
-
+    """Records the tokenizer fetch's requests (hub_fetch's GET and HEAD, with their timeouts) and the retries the Hub
+    retry policy reports (transient.watch): (requests, retries)."""
     calls: list[dict] = []
-    sleeps: list[float] = []
-    real = huggingface_hub.hf_hub_download
+    retries: list[dict] = []
+    for name in ("fetch", "head"):
+        def counting(url, timeout, *args, _real=getattr(hub_fetch, name), _name=name, **kwargs):
+            calls.append({"request": _name, "url": url, "timeout": timeout})
+            return _real(url, timeout, *args, **kwargs)
 
-    def counting(**kwargs):
-        calls.append(kwargs)
-        return real(**kwargs)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", counting)
-    clock = types.SimpleNamespace(**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")})
-    clock.sleep = sleeps.append
-    monkeypatch.setattr(hf_http, "time", clock)
-    return calls, sleeps
+        monkeypatch.setattr(hub_fetch, name, counting)
+    unwatch = watch(retries.append)
+    yield calls, retries
+    unwatch()
 
 
 @pytest.fixture
@@ -114,7 +109,7 @@ def test_offline_mode_builds_gpt2_from_the_packaged_vocabulary_without_a_request
     assert tok.encode("Hello world") == [15496, 995] and (tok.vocab_size, tok.eos_id) == (50257, 50256)
     assert packaged_gpt2_tokenizer_json(str(cache)).startswith(str(cache / "fwe" / "gpt2-offline"))
     assert request_lines(silent_server) == []
-    assert downloads[1] == []
+    assert downloads == ([], [])
 
 
 def test_offline_mode_prefers_a_cached_hub_copy(hf_env, hub):
@@ -130,29 +125,28 @@ def test_offline_mode_prefers_a_cached_hub_copy(hf_env, hub):
 
 
 def test_refused_connection_falls_back_at_once_with_one_warning(hf_env, downloads):
-    """A refused connection: one download attempt, no backoff sleep, one warning naming the error, GPT-2 from the
-    packaged vocabulary (backend_reason says the Hub could not be reached)."""
+    """A refused connection: one request, no retry, one warning naming the error, GPT-2 from the packaged
+    vocabulary (backend_reason says the Hub could not be reached)."""
     hf_env(refused_endpoint())
     tok, warned = load_gpt2(backend="auto")
-    calls, sleeps = downloads
-    assert len(calls) == 1 and sleeps == []
-    assert len(warned) == 1 and "cannot be reached (ConnectError" in warned[0]
+    calls, retries = downloads
+    assert len(calls) == 1 and retries == []
+    assert len(warned) == 1 and "cannot be reached (ConnectionRefusedError" in warned[0]
     assert tok.source == "packaged" and "the Hub could not be reached" in tok.backend_reason
     assert tok.encode("Hello world") == [15496, 995]
 
 
 def test_endpoint_that_never_answers_falls_back_after_one_head_timeout(hf_env, silent_server, downloads,
                                                                         monkeypatch):
-    """A Hub that accepts connections and never answers: the tokenizer HEAD is sent once, times out, is not
-    re-sent (neither by huggingface_hub's inner retry nor by call_with_retries), and GPT-2 is built offline."""
+    """A Hub that accepts connections and never answers: the tokenizer GET is sent once, times out, is not re-sent
+    (no retry of a Hub that does not answer), and GPT-2 is built offline."""
     monkeypatch.setattr(hub_fetch, "HEAD_TIMEOUT_S", 0.5)
     host, port = silent_server.getsockname()
     hf_env(f"http://{host}:{port}")
     tok, warned = load_gpt2()
-    calls, sleeps = downloads
-    assert len(calls) == 1 and calls[0]["etag_timeout"] == 0.5 and sleeps == []
-    assert [line for line in request_lines(silent_server) if "agent-harnesses" not in line] == [
-        f"HEAD {REPO_PATH} HTTP/1.1"]
+    calls, retries = downloads
+    assert [(c["request"], c["timeout"]) for c in calls] == [("fetch", 0.5)] and retries == []
+    assert request_lines(silent_server) == [f"GET {REPO_PATH} HTTP/1.1"]
     assert len(warned) == 1 and "Timeout" in warned[0]
     assert tok.source == "packaged"
 

@@ -1,13 +1,16 @@
-"""fwe_cli.loader.transient: which Hub failures are retried, how long it waits, and what it reports when it gives up.
-(End to end against the test Hub: test_hub_smoke.py's 503/drop test.)"""
+"""fwe_cli.loader.transient: which Hub failures are retried, how long it waits (full jitter, Retry-After, the
+deadline), whom it tells, and what it reports when it gives up. (End to end against the test Hub: test_hub_smoke.py's
+503/drop test, test_hub_ranks.py's 429 burst.)"""
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import pytest
 
-from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason, unreachable_reason
+from fwe_cli.loader.transient import (RetryPolicy, attempts_note, call_with_retries, hub_budget_s, retry_wait,
+                                      transient_reason, unreachable_reason, watch)
 
 
 class FakeResponse:
@@ -67,9 +70,26 @@ class FakeClock:
         return self.now
 
 
+class Ceiling(random.Random):
+    """A jitter that always draws the top of its range: the backoff's ceiling."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+class Floor(random.Random):
+    """A jitter that always draws 0 (the bottom of its range)."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+THREE = RetryPolicy(attempts=3)
+
+
 def test_retries_transient_failures_with_backoff_and_one_summary_line():
-    """Two 503s then success: three calls, waits of 1 s and 2 s, the result returned, and ONE warning at the end
-    summing up the attempts, the seconds and the reasons (no line per retry)."""
+    """Two 503s then success: three calls, waits up to the backoff's ceilings of 1 s and 2 s, the result returned, and
+    ONE warning at the end summing up the attempts, the seconds and the reasons (no line per retry)."""
     outcomes = [HTTPStatusError(503), HTTPStatusError(503), "ok"]
     clock = FakeClock()
 
@@ -80,14 +100,15 @@ def test_retries_transient_failures_with_backoff_and_one_summary_line():
         return outcome
 
     with pytest.warns(RuntimeWarning) as warned:
-        assert call_with_retries(call, "opening x", sleep=clock.sleep, clock=clock) == "ok"
+        assert call_with_retries(call, "opening x", sleep=clock.sleep, clock=clock, rng=Ceiling()) == "ok"
     assert clock.waits == [1.0, 2.0]
     assert [str(w.message) for w in warned] == [
         "fwe: opening x succeeded after 3 attempts over 3.0 s (retried: HTTP 503, HTTP 503)"]
 
 
 def test_retry_after_is_honoured_up_to_a_cap():
-    """A 429 with Retry-After 5 waits 5 s, not the 1 s backoff; an absurd Retry-After is capped at 30 s."""
+    """A 429 with Retry-After 5 waits at least 5 s, whatever the jitter draws; an absurd Retry-After is capped at
+    30 s."""
     for header, expected in (("5", 5.0), ("3600", 30.0)):
         outcomes = [HTTPStatusError(429, {"Retry-After": header}), "ok"]
         waits: list[float] = []
@@ -99,13 +120,13 @@ def test_retry_after_is_honoured_up_to_a_cap():
             return outcome
 
         with pytest.warns(RuntimeWarning):
-            call_with_retries(call, "x", sleep=waits.append)
+            call_with_retries(call, "x", sleep=waits.append, rng=Floor())
         assert waits == [expected]
 
 
 def test_gives_up_after_attempts_and_says_so_in_the_error_only():
-    """Always 503: the last exception is raised after 3 calls with no warning line; attempts_note (for the
-    caller's one error line) reports the attempts and the seconds they took."""
+    """Always 503, a policy of 3 attempts: the last exception is raised after 3 calls with no warning line;
+    attempts_note (for the caller's one error line) reports the attempts and the seconds they took."""
     calls = []
     clock = FakeClock()
 
@@ -116,7 +137,7 @@ def test_gives_up_after_attempts_and_says_so_in_the_error_only():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(HTTPStatusError, match="^HTTP 503$") as raised:
-            call_with_retries(call, "x", sleep=clock.sleep, clock=clock)
+            call_with_retries(call, "x", THREE, sleep=clock.sleep, clock=clock, rng=Ceiling())
     assert len(calls) == 3
     assert attempts_note(raised.value) == " after 3 attempts over 3.0 s"
 
@@ -164,7 +185,7 @@ def test_fail_fast_gives_up_at_once_on_an_unreachable_hub_but_still_retries_a_50
         return outcome
 
     with pytest.warns(RuntimeWarning, match="succeeded after 2 attempts"):
-        assert call_with_retries(flaky, "x", sleep=clock.sleep, clock=clock, fail_fast=True) == "ok"
+        assert call_with_retries(flaky, "x", sleep=clock.sleep, clock=clock, fail_fast=True, rng=Ceiling()) == "ok"
     assert clock.waits == [1.0]
 
 
@@ -178,3 +199,95 @@ def test_permanent_errors_are_not_retried():
     with pytest.raises(HTTPStatusError, match="^HTTP 404$") as raised:
         call_with_retries(call, "x", sleep=waits.append)
     assert waits == [] and attempts_note(raised.value) == ""
+
+
+def test_waits_are_full_jitter_below_the_backoff_and_differ_between_generators():
+    """Each wait is drawn from [0, ceiling] with the ceiling doubling per attempt (1, 2, 4, ... s, at most 30 s); two
+    processes' generators (here: two seeds) draw different waits for the same failures."""
+    def waits(seed: int) -> list[float]:
+        clock = FakeClock()
+
+        def call():
+            raise HTTPStatusError(429)
+
+        with pytest.raises(HTTPStatusError):
+            call_with_retries(call, "x", RetryPolicy(attempts=8), sleep=clock.sleep, clock=clock,
+                              rng=random.Random(seed))
+        return clock.waits
+
+    first, second = waits(1), waits(2)
+    ceilings = [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    for drawn in (first, second):
+        assert len(drawn) == 7 and all(0.0 <= w <= c for w, c in zip(drawn, ceilings))
+    assert first != second
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_retry_starts_that_cannot_end_before_the_deadline(seed):
+    """With a fake clock and attempts of random length (each failing with 503 or a 429 with Retry-After), a call with a
+    deadline of 10 s never runs past it: every retry's wait plus an attempt as long as the last one ends in time, so
+    the whole call (attempts of equal length) ends within 10 s, and the give-up says how long it took."""
+    draw = random.Random(seed)
+    clock = FakeClock()
+    took = draw.uniform(0.01, 3.0)
+
+    def call():
+        clock.now += took
+        raise HTTPStatusError(429, {"Retry-After": "1"}) if draw.random() < 0.5 else HTTPStatusError(503)
+
+    with pytest.raises(HTTPStatusError) as raised:
+        call_with_retries(call, "x", RetryPolicy(attempts=50, deadline_s=10.0), sleep=clock.sleep, clock=clock,
+                          rng=random.Random(seed))
+    assert clock.now <= 10.0 + 1e-9
+    assert raised.value.fwe_retry_s == pytest.approx(clock.now)
+
+
+def test_the_loaders_budget_bounds_retries_and_observers_hear_each_one():
+    """A watcher's budget (a loader's --timeout) is a deadline for every call in the process, the smallest of them
+    when several watch; each retry reaches the observers as {what, attempt, reason, wait_s}; unwatching ends both."""
+    events: list[dict] = []
+    unwatch_big, unwatch = watch(lambda e: None, budget_s=100.0), watch(events.append, budget_s=4.0)
+    try:
+        assert hub_budget_s() == 4.0
+        clock = FakeClock()
+
+        def call():
+            clock.now += 0.5
+            raise HTTPStatusError(503)
+
+        with pytest.raises(HTTPStatusError):
+            call_with_retries(call, "reading y", RetryPolicy(attempts=50), sleep=clock.sleep, clock=clock,
+                              rng=Ceiling())
+        assert clock.now <= 4.0
+        assert [(e["what"], e["attempt"], e["reason"]) for e in events] == [
+            ("reading y", n, "HTTP 503") for n in range(1, len(events) + 1)]
+        assert [e["wait_s"] for e in events] == pytest.approx(clock.waits, abs=1e-3) and events
+    finally:
+        unwatch()
+        unwatch_big()
+    assert hub_budget_s() is None
+
+
+def test_retry_wait_reports_nothing_and_notes_the_attempts_when_it_gives_up():
+    """retry_wait (what bootstrap's download loop calls) returns None for a permanent error or the last attempt,
+    tells no observer, and leaves the attempts on the exception for the error line."""
+    events: list[dict] = []
+    unwatch = watch(events.append)
+    try:
+        clock = FakeClock()
+        assert retry_wait(HTTPStatusError(404), 1, 0.0, "x", clock=clock) is None
+        last = HTTPStatusError(503)
+        clock.now = 7.0
+        assert retry_wait(last, THREE.attempts, 0.0, "x", THREE, clock=clock) is None
+        assert attempts_note(last) == " after 3 attempts over 7.0 s" and events == []
+    finally:
+        unwatch()
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"attempts": 0}, "attempts must be >= 1"), ({"base_wait_s": 5.0, "max_wait_s": 1.0}, "base_wait_s <= max_wait_s"),
+    ({"deadline_s": 0.0}, "deadline_s must be > 0")])
+def test_policy_refuses_nonsense(fields, message):
+    """A policy that could never retry sensibly is refused when it is made, naming the field."""
+    with pytest.raises(ValueError, match=message):
+        RetryPolicy(**fields)

@@ -43,7 +43,8 @@ STALLS = {"file-listing": (r"/paths-info/", "opening source (Hub file listing"),
 # What a cold `fwe smoke` (native Hub reader, huggingface_hub 2.4, telemetry off) calls before its first batch.
 # The tokenizer loads on its own thread beside the listing, so the two sequences interleave: compared as a
 # multiset. A client upgrade that changes this list fails test_cold_endpoint_list_is_pinned: update it knowingly.
-TOKENIZER_ENDPOINTS = ["HEAD /{repo}/resolve/main/tokenizer.json", "GET /{repo}/resolve/main/tokenizer.json"]
+# The tokenizer.json comes with one GET of fwe's own (tokenization/hub_fetch.py), not hf_hub_download's HEAD + GET.
+TOKENIZER_ENDPOINTS = ["GET /{repo}/resolve/main/tokenizer.json"]
 LISTING_ENDPOINTS = ["GET /api/datasets/{repo}/revision/main", "POST /api/datasets/{repo}/paths-info/{sha}"]
 PARQUET = "GET /datasets/{repo}/resolve/{sha}/sample/10BT/{shard}.parquet"
 # the first file's footer and first row group hold the first batch; the reader fetches nothing else before it

@@ -6,29 +6,40 @@ This module does the same with two requests (the dataset's info at a revision: c
 paths-info: sizes and LFS sha256 of the matches) and keeps the result per (repo, config, split, commit) under the
 Hugging Face cache, so a warm start re-validates with one HEAD request (the commit a branch points at), or none when
 the revision is a commit sha already listed or HF_HUB_OFFLINE=1.
+
+Many ranks ask once: processes sharing a cache (a node's ranks) resolve one at a time under a lock (node_lock), and
+the ref records when its commit was checked and by which process, so a rank that comes after another rank checked
+(since it started, within FRESH_S) reads the cache without a request; in a torch.distributed job, rank 0 resolves and
+the others are told (job_ranks).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline, resolve_url
-from fwe_cli.loader.transient import attempts_note, call_with_retries, transient_reason
+from fwe_cli.loader.job_ranks import share
+from fwe_cli.loader.node_lock import node_lock, process_started_at
+from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
+from fwe_cli.loader.transient import attempts_note, call_with_retries, hub_budget_s, transient_reason
 
 LISTING_FORMAT = 1
 PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-info call
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # Per request while resolving (httpx's connect and read timeouts): a Hub that never answers ends the run after it,
 # well inside the 10 s a user waits for the message, and a working Hub starts its answer well within it. A Hub that
-# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff.
+# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff (HUB_RETRY).
 OPEN_TIMEOUT_S = 3.0
-OPEN_ATTEMPTS = 3
+LOCK_WAIT_S = 60.0  # waiting for another rank's listing, outside a loader (whose --timeout bounds it otherwise)
+FRESH_S = 60.0  # another process's check of a branch is reused this long (and only by processes started before it)
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,8 @@ def _listing_path(repo: str, config: str | None, split: str, sha: str) -> str:
     return os.path.join(fwe_cache_dir(), "listings", repo.replace("/", "--"), config or "default", split, f"{sha}.json")
 
 
-def _ref_path(repo: str, revision: str) -> str:
-    return os.path.join(fwe_cache_dir(), "refs", repo.replace("/", "--"), revision.replace("/", "%2F"))
+def _ref_path(repo: str, revision: str, folder: str = "refs") -> str:
+    return os.path.join(fwe_cache_dir(), folder, repo.replace("/", "--"), revision.replace("/", "%2F"))
 
 
 def _read_cached(repo: str, config: str | None, split: str, sha: str) -> HubListing | None:
@@ -80,73 +91,53 @@ def _read_cached(repo: str, config: str | None, split: str, sha: str) -> HubList
     return HubListing.from_dict(data) if data.get("format") == LISTING_FORMAT else None
 
 
-def _cached_ref(repo: str, revision: str) -> str | None:
+def _read_ref(repo: str, revision: str) -> tuple[str | None, float, int]:
+    """(the commit `revision` pointed at when last checked, when that was (wall time), by which process); (None, 0,
+    0) when unknown. A ref written before checks were recorded holds the sha alone."""
     try:
-        sha = open(_ref_path(repo, revision), encoding="ascii").read().strip()
+        sha, *check = open(_ref_path(repo, revision), encoding="ascii").read().split()
+        checked, pid = (float(check[0]), int(check[1])) if len(check) >= 2 else (0.0, 0)
+    except (OSError, ValueError):
+        return None, 0.0, 0
+    return (sha, checked, pid) if _SHA.match(sha) else (None, 0.0, 0)
+
+
+def _cached_ref(repo: str, revision: str) -> str | None:
+    return _read_ref(repo, revision)[0]
+
+
+def _fresh_ref(repo: str, revision: str) -> str | None:
+    """The cached commit of `revision` when another process sharing this cache checked it after this one started and
+    within FRESH_S: the ranks of a job started together ask once. This process's own checks are never reused (a
+    loader opened again revalidates, as one process alone always did)."""
+    sha, checked, pid = _read_ref(repo, revision)
+    fresh = pid != os.getpid() and checked >= max(process_started_at(), time.time() - FRESH_S)
+    return sha if fresh else None
+
+
+def _keep(listing: HubListing, revision: str) -> None:
+    """Write the listing and the ref (its commit, checked now); a cache that cannot be written costs only the next
+    start its warmth."""
+    try:
+        write_atomic(_listing_path(listing.repo, listing.config, listing.split, listing.revision),
+                     orjson.dumps(listing.to_dict()))
     except OSError:
-        return None
-    return sha if _SHA.match(sha) else None
+        return
+    _write_ref(listing.repo, revision, listing.revision)
+
+
+def _write_ref(repo: str, revision: str, sha: str) -> None:
+    """Record that `revision` was `sha` now (the time lets ranks that started before now skip asking again)."""
+    try:
+        write_atomic(_ref_path(repo, revision), f"{sha}\n{time.time():.3f}\n{os.getpid()}\n".encode())
+    except OSError:
+        pass
 
 
 def listed_before(repo: str, revision: str | None) -> bool:
     """Whether this cache has listed `repo` at `revision` (default main) before: a warm start is likely."""
     revision = revision or "main"
     return _cached_ref(repo, revision) is not None
-
-
-def pattern_regex(pattern: str) -> re.Pattern:
-    """A data_files glob as `datasets` reads it: `*` and `?` stay inside one path segment, `**` spans segments."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def split_patterns(card_data: dict | None, config: str | None, split: str, repo: str) -> list[str]:
-    """The path patterns of `split` in config `config` of the card's `configs:` list."""
-    configs = (card_data or {}).get("configs") or []
-    names = [c.get("config_name", "default") for c in configs]
-    match = next((c for c in configs if c.get("config_name", "default") == (config or "default")), None)
-    if match is None:
-        raise SourceError(f"Hub dataset {repo!r} has no config {config!r} in its card "
-                          f"(configs: {', '.join(names) or 'none'}); try --hub-reader datasets for script-less layouts")
-    data_files = match.get("data_files")
-    if isinstance(data_files, (str, list)) and not (isinstance(data_files, list) and data_files
-                                                    and isinstance(data_files[0], dict)):
-        entries = [{"split": "train", "path": data_files}]
-    else:
-        entries = data_files or []
-    for entry in entries:
-        if entry.get("split") == split:
-            paths = entry.get("path")
-            return [paths] if isinstance(paths, str) else list(paths)
-    splits = ", ".join(str(e.get("split")) for e in entries)
-    raise SourceError(f"Hub dataset {repo!r} config {config!r} has no split {split!r} (splits: {splits})")
-
-
-def _visible(path: str) -> bool:
-    """datasets skips hidden files and folders (a name starting with '.' or '__') unless asked for them."""
-    return not any(part.startswith((".", "__")) for part in path.split("/"))
-
-
-def match_files(names: list[str], patterns: list[str]) -> list[str]:
-    """Repository paths matching any pattern, sorted (the order `datasets` streams them in), parquet only."""
-    regexes = [pattern_regex(p.lstrip("/")) for p in patterns]
-    return sorted({n for n in names if _visible(n) and any(r.match(n) for r in regexes)})
 
 
 def unreachable_message(reason: str) -> str:
@@ -159,7 +150,7 @@ def _ask(call, what: str, repo: str):
     """One Hub API call, retried while the Hub answers 429/5xx; any failure as SourceError naming the dataset, and a
     Hub that cannot be reached (refused, no answer; 5xx after the retries) as the unreachable message."""
     try:
-        return call_with_retries(call, what, attempts=OPEN_ATTEMPTS, fail_fast=True)
+        return call_with_retries(call, what, fail_fast=True)
     except SourceError:
         raise
     except Exception as exc:  # huggingface_hub/httpx raise many types; the cause stays chained
@@ -230,30 +221,64 @@ def cached_listing(repo: str, config: str | None, split: str, revision: str | No
     return _read_cached(repo, config, split, sha) if sha else None
 
 
-def resolve_listing(repo: str, config: str | None, split: str, revision: str | None = None,
-                    use_cache: bool = True) -> HubListing:
-    """The listing of (repo, config, split) at `revision` (default: main), from the cache when it is still current.
+def listing_stage(repo: str, config: str | None) -> str:
+    """The loader's stage while the listing is resolved."""
+    return f"opening source (Hub file listing of {repo}, config {config})"
 
-    Requests: none for a cached commit sha or offline; one HEAD when a branch listed before still points at a
-    listed commit; two (info, paths-info) on a first start, three when the branch moved. Raises SourceError naming the dataset on anything it cannot resolve.
-    """
-    revision = revision or "main"
-    if use_cache:
+
+def _from_cache(repo: str, config: str | None, split: str, revision: str) -> HubListing | None:
+    """The listing when the cache answers without a request: offline (SourceError when it holds none), a commit sha
+    listed before, or a branch whose commit was checked since this process started."""
+    if offline():
+        cached = cached_listing(repo, config, split, revision)
+        if cached is None:
+            raise SourceError(f"HF_HUB_OFFLINE=1 and no cached listing of {repo} ({config}, {split}) at "
+                              f"{revision}: run once online, or use --local-path / --source synthetic")
+        return cached
+    sha = revision if _SHA.match(revision) else _fresh_ref(repo, revision)
+    return _read_cached(repo, config, split, sha) if sha else None
+
+
+def _resolve_here(repo: str, config: str | None, split: str, revision: str, use_cache: bool,
+                  set_stage: Callable[[str], None]) -> HubListing:
+    """The listing as this process resolves it: from the cache when it is current, else under the cache's lock (one
+    process per cache asks the Hub; those that waited find its answer)."""
+    if not use_cache:
+        return _fetch(repo, config, split, revision)
+    found = _from_cache(repo, config, split, revision)
+    if found is not None:
+        return found
+    lock = _ref_path(repo, revision, "locks") + ".lock"
+    with node_lock(lock, hub_budget_s() or LOCK_WAIT_S, "another rank's Hub listing", set_stage):
+        set_stage(listing_stage(repo, config))
+        found = _from_cache(repo, config, split, revision)  # a rank that held the lock may have just resolved it
+        if found is not None:
+            return found
         sha = revision if _SHA.match(revision) else None
-        if offline():
-            cached = cached_listing(repo, config, split, revision)
-            if cached is None:
-                raise SourceError(f"HF_HUB_OFFLINE=1 and no cached listing of {repo} ({config}, {split}) at "
-                                  f"{revision}: run once online, or use --local-path / --source synthetic")
-            return cached
         if sha is None and _cached_ref(repo, revision) is not None:  # listed before: is the branch still there?
             sha = _head_revision(repo, revision)
         cached = _read_cached(repo, config, split, sha) if sha else None
         if cached is not None:
-            write_atomic(_ref_path(repo, revision), sha.encode())
+            _write_ref(repo, revision, sha)
             return cached
-    listing = _fetch(repo, config, split, revision)
-    if use_cache:
-        write_atomic(_listing_path(repo, config, split, listing.revision), orjson.dumps(listing.to_dict()))
-        write_atomic(_ref_path(repo, revision), listing.revision.encode())
-    return listing
+        listing = _fetch(repo, config, split, revision)
+        _keep(listing, revision)
+        return listing
+
+
+def resolve_listing(repo: str, config: str | None, split: str, revision: str | None = None, use_cache: bool = True,
+                    set_stage: Callable[[str], None] = lambda stage: None) -> HubListing:
+    """The listing of (repo, config, split) at `revision` (default: main), from the cache when it is still current.
+
+    Requests: none for a cached commit sha, offline, or a branch checked by another process sharing this cache since
+    this one started; one HEAD when a branch listed before still points at a listed commit; two (info, paths-info)
+    on a first start, three when the branch moved. Processes sharing a cache take turns (`set_stage` names the lock
+    while one waits); in a torch.distributed job rank 0 resolves and every other rank is told, writing what it was
+    told into its own cache. Raises SourceError naming the dataset on anything it cannot resolve.
+    """
+    revision = revision or "main"
+    told = share(f"{repo} {config} {split} @ {revision}",
+                 lambda: _resolve_here(repo, config, split, revision, use_cache, set_stage).to_dict(),
+                 keep=lambda data: _keep(HubListing.from_dict(data), revision) if use_cache else None,
+                 set_stage=set_stage, what="rank 0's Hub listing")
+    return HubListing.from_dict(told)

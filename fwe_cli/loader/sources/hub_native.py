@@ -42,7 +42,7 @@ class HubNative(HubSource):
         if self.listing is not None:
             return
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
-        from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
+        from fwe_cli.loader.sources.hub_listing import listed_before, listing_stage, resolve_listing
 
         spec, cached = self.spec, self.options.use_cache
         # pyarrow is slow to import: a first start imports it while the listing waits on the network; a warm one
@@ -50,8 +50,9 @@ class HubNative(HubSource):
         self._warm = cached and listed_before(spec.dataset, spec.revision)
         if not self._warm:
             _import_in_background("pyarrow.parquet")
-        set_stage(f"opening source (Hub file listing of {spec.dataset}, config {spec.name})")
-        self.listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=cached)
+        set_stage(listing_stage(spec.dataset, spec.name))
+        self.listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=cached,
+                                       set_stage=set_stage)
         self.revision, self.files = self.listing.revision, [f.path for f in self.listing.files]
         self.head = HeadCache(self.listing) if cached else None
 

@@ -1,37 +1,40 @@
-"""Fetch one file of a Hub model repo (a tokenizer.json) through the Hugging Face cache, failing fast when the Hub
+"""Fetch one file of a Hub model repo (a tokenizer.json) into the Hugging Face cache, failing fast when the Hub
 cannot be reached, so that a caller with an offline stand-in (GPT-2's packaged vocabulary) can use it at once.
 
 `fetch_hub_file(repo, filename)` returns the cached path or raises `HubUnreachable` (offline mode without a cached
 copy, a refused connection, a DNS failure, no answer within `HEAD_TIMEOUT_S`); any other error (404, 401, a Hub
-that keeps answering 503) propagates as huggingface_hub raised it, after `call_with_retries`.
+that keeps answering 503 past the retries) propagates.
 
-Why it is not just `hf_hub_download`: when the file is not cached and the HEAD request fails with a transport
-error, huggingface_hub 2.4 re-sends it with `retry_on_errors=True` (http_backoff: 5 retries, waits 1-8 s, a 60 s
-timeout each, `_ETAG_RETRY_TIMEOUT`): a refused connection then takes ~23 s and a Hub that never answers
-minutes, with a log line per retry, and `call_with_retries` multiplied that by 3. Neither the count nor that
-timeout is a parameter, so for the duration of the call `_single_head_attempt` empties the exception tuple
-that decides that inner retry (5xx answers are still retried by huggingface_hub; transport errors are retried
-by `call_with_retries`, which gives up at once on an unreachable Hub). No extra request is sent: cold it is
-still HEAD + GET, warm one HEAD. Cached copies win: HF_HUB_OFFLINE=1 finds them with `local_files_only`, and
-an unreachable Hub falls back to them inside huggingface_hub.
+It is one plain GET of fwe's own (hub_env.fetch) under fwe's retry policy (transient.HUB_RETRY, giving up at once on
+a Hub that cannot be reached), written into the cache the way huggingface_hub writes it: `blobs/<etag>` (the LFS
+sha256, checked, or the ETag), `snapshots/<commit>/<file>` a relative link to the blob, `refs/main` the commit; so
+its tools (try_to_load_from_cache, hf_hub_download with local_files_only, `hf cache`) find the file. Not
+`hf_hub_download`: when the file is not cached and its HEAD fails with a transport error, it re-sends it 5 times
+with a 60 s timeout each (a refused connection then took ~23 s, a silent Hub minutes), and neither the count nor
+that timeout is a parameter. A cold fetch is one GET; `revalidate` adds one HEAD and downloads only a changed file.
 
-HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are read when called (huggingface_hub reads them once, at
-import), so one process can be pointed elsewhere; HF_HUB_ETAG_TIMEOUT, when set, still overrides the timeout.
+Processes sharing the cache (a node's ranks) take turns under one lock (node_lock): one downloads, the others find
+the file. HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are read when called; HF_HUB_ETAG_TIMEOUT, when set,
+overrides the timeout.
 """
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
+import hashlib
+import os
+import re
 
-from fwe_cli.loader.hub_env import cached_file, endpoint, hub_cache_dir, offline
-from fwe_cli.loader.transient import call_with_retries, unreachable_reason
+from fwe_cli.artifacts import write_atomic
+from fwe_cli.loader.hub_env import cached_file, endpoint, fetch, fwe_cache_dir, head, hub_cache_dir, offline, \
+    resolve_url
+from fwe_cli.loader.node_lock import node_lock
+from fwe_cli.loader.transient import call_with_retries, hub_budget_s, unreachable_reason
 
 HEAD_TIMEOUT_S = 5.0
-"""Connect and read timeout of the HEAD that opens a fetch (huggingface_hub's default is 10 s): a tokenizer.json
-HEAD is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
-
-_PATCH_LOCK = threading.Lock()
+"""Connect and read timeout of the request that opens a fetch (huggingface_hub's default is 10 s): a tokenizer.json
+is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
+LOCK_WAIT_S = 60.0  # waiting for another rank's download, outside a loader (whose --timeout bounds it otherwise)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class HubUnreachable(Exception):
@@ -42,54 +45,87 @@ class HubUnreachable(Exception):
         self.reason = reason
 
 
-@contextmanager
-def _single_head_attempt():
-    """While held, a failed HEAD on an uncached file is not re-sent by huggingface_hub for transport errors."""
-    try:
-        from huggingface_hub import file_download
-    except ImportError:  # pragma: no cover - huggingface_hub is a dependency of datasets
-        yield
-        return
-    with _PATCH_LOCK:
-        original = getattr(file_download, "_DEFAULT_RETRY_ON_EXCEPTIONS", None)
-        if not isinstance(original, tuple):  # another huggingface_hub layout: leave it alone
-            yield
-            return
-        file_download._DEFAULT_RETRY_ON_EXCEPTIONS = ()
-        try:
-            yield
-        finally:
-            file_download._DEFAULT_RETRY_ON_EXCEPTIONS = original
-
-
 def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None, revalidate: bool = False) -> str:
-    """Local path of `filename` in model repo `repo`, from the HF cache or downloaded into it; HubUnreachable when
-    offline (or unreachable) with no cached copy. `head_timeout_s` defaults to HEAD_TIMEOUT_S.
+    """Local path of `filename` in model repo `repo` (at main), from the HF cache or downloaded into it;
+    HubUnreachable when offline (or unreachable) with no cached copy. `head_timeout_s` defaults to HEAD_TIMEOUT_S.
 
     A copy cached by an earlier run is used without a request (a warm start's one request goes to the dataset's
-    listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does."""
-    if not revalidate:
-        cached = cached_file(repo, filename)  # read without importing huggingface_hub's download module
+    listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does,
+    and falls back to the cached copy when the Hub cannot be reached."""
+    cached = cached_file(repo, filename)
+    if cached is not None and not revalidate:
+        return cached
+    if offline():
         if cached is not None:
             return cached
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    where = {"repo_id": repo, "filename": filename, "cache_dir": hub_cache_dir(), "endpoint": endpoint()}
-    if offline():
+        raise HubUnreachable(f"HF_HUB_OFFLINE=1 and no cached copy of {repo}/{filename}")
+    timeout = float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or head_timeout_s or HEAD_TIMEOUT_S)
+    lock = os.path.join(fwe_cache_dir(), "locks", _folder_name(repo), filename.replace("/", "%2F") + ".lock")
+    with node_lock(lock, hub_budget_s() or LOCK_WAIT_S, f"another rank's download of {repo}/{filename}"):
+        if not revalidate and (found := cached_file(repo, filename)) is not None:
+            return found  # another rank fetched it while this one waited
         try:
-            return hf_hub_download(**where, local_files_only=True)
-        except LocalEntryNotFoundError:
-            raise HubUnreachable(f"HF_HUB_OFFLINE=1 and no cached copy of {repo}/{filename}") from None
+            return call_with_retries(lambda: _download(repo, filename, timeout, revalidate),
+                                     f"fetching {filename} of {repo}", fail_fast=True)
+        except Exception as exc:
+            reason = unreachable_reason(exc)
+            if reason is None:
+                raise
+            if cached is not None:
+                return cached
+            raise HubUnreachable(f"the Hub at {endpoint()} cannot be reached ({reason})") from exc
 
-    def download() -> str:
-        with _single_head_attempt():
-            return hf_hub_download(**where, etag_timeout=head_timeout_s or HEAD_TIMEOUT_S)
 
+def _folder_name(repo: str) -> str:
+    return "models--" + repo.replace("/", "--")
+
+
+def _download(repo: str, filename: str, timeout: float, revalidate: bool) -> str:
+    """One attempt: (a HEAD when revalidating, then) the GET, stored in the cache; the snapshot path."""
+    url = resolve_url(repo, "main", filename, repo_type="model")
+    if revalidate:
+        commit, etag = _identity(head(url, timeout), url)
+        if os.path.isfile(_blob(repo, etag)):
+            return _store(repo, filename, commit, etag, None)
+    headers, body = fetch(url, timeout)
+    commit, etag = _identity(headers, url)
+    if _SHA256.match(etag) and hashlib.sha256(body).hexdigest() != etag:
+        raise ValueError(f"{url}: the body's sha256 differs from the Hub's ({etag}): the download is damaged")
+    return _store(repo, filename, commit, etag, body)
+
+
+def _identity(headers: dict[str, str], url: str) -> tuple[str, str]:
+    """(commit, normalized etag) of the Hub's answer: X-Repo-Commit, and X-Linked-Etag (an LFS file's sha256) or ETag
+    without W/ and quotes, as huggingface_hub names blobs."""
+    commit = headers.get("x-repo-commit")
+    etag = headers.get("x-linked-etag") or headers.get("etag") or ""
+    etag = (etag[2:] if etag.startswith("W/") else etag).strip('"')
+    if not commit or not etag or "/" in etag:
+        raise ValueError(f"{url}: the Hub's answer lacks X-Repo-Commit or ETag, which the cache needs")
+    return commit, etag
+
+
+def _blob(repo: str, etag: str) -> str:
+    return os.path.join(hub_cache_dir(), _folder_name(repo), "blobs", etag)
+
+
+def _store(repo: str, filename: str, commit: str, etag: str, body: bytes | None) -> str:
+    """The file at snapshots/<commit>/<filename>, a relative link to blobs/<etag> (written from `body` when given; a
+    copy where links cannot be made), and refs/main = commit; the snapshot path."""
+    folder = os.path.join(hub_cache_dir(), _folder_name(repo))
+    blob = _blob(repo, etag)
+    if body is not None:
+        write_atomic(blob, body)
+    snapshot = os.path.join(folder, "snapshots", commit, filename)
+    os.makedirs(os.path.dirname(snapshot), exist_ok=True)
+    link = f"{snapshot}.link{os.getpid()}"
     try:
-        return call_with_retries(download, f"fetching {filename} of {repo}", fail_fast=True)
-    except Exception as exc:
-        reason = unreachable_reason(exc)
-        if reason is None:
-            raise
-        raise HubUnreachable(f"the Hub at {where['endpoint']} cannot be reached ({reason})") from exc
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(os.path.relpath(blob, os.path.dirname(snapshot)), link)
+        os.replace(link, snapshot)
+    except OSError:  # no symlinks here: a copy, as huggingface_hub makes
+        with open(blob, "rb") as handle:
+            write_atomic(snapshot, handle.read())
+    write_atomic(os.path.join(folder, "refs", "main"), commit.encode())
+    return snapshot
