@@ -43,6 +43,8 @@ class Source:
     reads_tokens: ClassVar[bool] = False
     """Its documents arrive as token ids (a token directory): no tokenizer runs, and tokenizer settings (doc batch,
     threads, backend) change nothing."""
+    lists_hub_files: ClassVar[bool] = False
+    """Opening it resolves a Hub listing (revision, files): under torch.distributed rank 0 resolves it for all."""
     copies_whole_files: ClassVar[bool] = False
     """`fwe bootstrap` downloads its files and converts them (the native Hub reader) instead of reading `records`."""
     heavy_imports: ClassVar[tuple[str, ...]] = ()

@@ -20,6 +20,7 @@ class HubNative(HubSource):
     """Range reads of the listing's parquet files; `fwe bootstrap` downloads the files whole instead."""
 
     copies_whole_files = True
+    lists_hub_files = True
 
     @classmethod
     def accepts(cls, spec) -> bool:
