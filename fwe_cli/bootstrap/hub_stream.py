@@ -24,14 +24,11 @@ from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.bootstrap.hub_convert import convert_group, watch_parent
 from fwe_cli.bootstrap.hub_download import Downloads, remove_tree
 from fwe_cli.errors import OutputError, SourceError
+from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.sources.hub_listing import HubListing
 from fwe_cli.loader.sources.local import BadRecords
 
 TASKS_PER_WORKER = 2
-
-
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _warm() -> None:
@@ -57,7 +54,7 @@ class HubFileStream:
         self.owned = [i for i in range(len(listing.files)) if i % shard.mod == shard.rem]
         self.files = [listing.files[i] for i in self.owned]
         self.fields, self.strict, self.ahead = fields, strict, ahead
-        self.workers = default_workers() if workers is None else workers
+        self.workers = usable_cores() if workers is None else workers
         self.bad = bad if bad is not None else BadRecords()
         start = start or {}
         self._index, self._file = int(start.get("index", 0)), int(start.get("file", 0))

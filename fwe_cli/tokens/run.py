@@ -24,6 +24,7 @@ from fwe_cli.bootstrap.progress_clock import ProgressClock
 from fwe_cli.bootstrap.manifest import write_manifest
 from fwe_cli.bootstrap.output_lock import OutputLock
 from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SourceError, os_error_line
+from fwe_cli.hostinfo import usable_cores
 from fwe_cli.tokens.encode import DocEncoder
 from fwe_cli.tokens.layout import TokensLayout, tokenizer_identity
 from fwe_cli.tokens.prepare import prepare_output, source_fingerprint, source_offset
@@ -94,7 +95,6 @@ class _Run:
 
     def _tokenize(self, tokenizer, files: list[str], identity: dict) -> str:
         from fwe_cli.loader.config import resolve_config
-        from fwe_cli.loader.pipeline import usable_cores
         from fwe_cli.loader.sources import DocumentStream
         from fwe_cli.loader.sources.local import BadRecords
 
