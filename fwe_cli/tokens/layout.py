@@ -23,9 +23,8 @@ import orjson
 from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.errors import OutputError, os_error_line
 from fwe_cli.loader.sources.local_files import listed_file_problems
-from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, dtype_for, version_for
+from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, TOKENS_FORMAT, dtype_for, version_for
 
-FORMAT = "fwe-tokens/1"
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = ".fwe-tokens.lock"
 SHARD_PREFIX = "fineweb_train_"
@@ -115,9 +114,9 @@ def load_manifest(layout: TokensLayout) -> dict | None:
         raise OutputError(f"{path} is damaged (not JSON: {exc.msg}); pass --force to start over") from None
     except OSError as exc:
         raise OutputError(os_error_line("read", path, exc)) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise OutputError(f"{path} is not an fwe token manifest (format {FORMAT}); choose another --out, or pass "
-                          "--force to replace it")
+    if not isinstance(manifest, dict) or manifest.get("format") != TOKENS_FORMAT:
+        raise OutputError(f"{path} is not an fwe token manifest (format {TOKENS_FORMAT}); choose another --out, or "
+                          "pass --force to replace it")
     shards = manifest.get("shards")
     if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str)
                                                and _OWN_RE.match(s["name"]) and isinstance(s.get("bytes"), int)

@@ -13,7 +13,8 @@ import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.output_errors import remove_output
 from fwe_cli.errors import OutputError
-from fwe_cli.tokens.layout import FORMAT, TokensLayout, load_manifest, shard_problems
+from fwe_cli.loader.sources.token_shards import HEADER_INTS, MAGIC, TOKENS_FORMAT
+from fwe_cli.tokens.layout import TokensLayout, load_manifest, shard_problems
 
 _PLAIN = (".jsonl", ".json", ".txt", ".ndjson")  # formats whose resume offset is a byte offset of the file
 
@@ -46,11 +47,11 @@ def source_offset(resume: dict | None, source: dict) -> int:
 
 def fresh_manifest(config, identity: dict, source: dict) -> dict:
     return {
-        "format": FORMAT, "complete": False, "fwe_version": fwe_cli.__version__,
+        "format": TOKENS_FORMAT, "complete": False, "fwe_version": fwe_cli.__version__,
         "tokenizer": {k: identity[k] for k in ("name", "vocab_sha256", "vocab_size", "eot", "eot_token", "source")},
         "vocab_size": identity["vocab_size"], "eot": identity["eot"],
         "version": identity["version"], "dtype": identity["dtype"], "shard_tokens": config.shard_tokens,
-        "header": {"magic": 20240520, "ints": 256, "eot_before_each_document": True},
+        "header": {"magic": MAGIC, "ints": HEADER_INTS, "eot_before_each_document": True},
         "source": source, "shards": [], "totals": {"tokens": 0, "documents": 0, "shards": 0, "bytes": 0},
         "bad_records": {"count": 0, "examples": []}, "started": utc_iso(), "finished": None, "runs": [],
         "resume": {"next": None, "shards": 0, "bad_records": {"count": 0, "examples": []}},

@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+TOKENS_FORMAT = "fwe-tokens/1"  # the `format` of a token directory's manifest.json (fwe tokenize's output)
 MAGIC = 20240520
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
