@@ -27,6 +27,7 @@ from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.sources.hub_listing import HubListing
 from fwe_cli.loader.sources.local import BadRecords
+from fwe_cli.output.disk_preflight import preflight_disk
 
 TASKS_PER_WORKER = 2
 
@@ -235,8 +236,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     if manifest is not None and manifest.get("hub_files") != stream.manifest_fields()["hub_files"]:
         raise OutputError(f"the Hub listing of {config.dataset} at {listing.revision} no longer has the files this "
                           "bootstrap started with; pass --force to start over")
-    from fwe_cli.bootstrap.state import preflight_disk
-
     largest = sorted((f.size for f in stream.files[stream.position()["file"]:]), reverse=True)
-    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]))
+    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]), "the bootstrap",
+                   "--gb")
     return stream.open()

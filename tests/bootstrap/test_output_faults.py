@@ -22,7 +22,7 @@ SMALL = ("--source", "synthetic", "--gb", "0.002", "--file-mb", "1")
 HOLDER = """
 import sys
 from fwe_cli.bootstrap.manifest import Layout
-from fwe_cli.bootstrap.output_lock import OutputLock
+from fwe_cli.output.lock import OutputLock
 with OutputLock(Layout.for_out(sys.argv[1])):
     print("locked", flush=True)
     sys.stdin.read()

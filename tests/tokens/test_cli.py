@@ -32,9 +32,9 @@ def test_second_run_while_the_lock_is_held_exits_8_naming_the_pid(tmp_path, sour
     names that process's PID; it writes nothing."""
     out = tmp_path / "out"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom fwe_cli.bootstrap.output_lock import OutputLock\n"
+        [sys.executable, "-c", "import sys\nfrom fwe_cli.output.lock import OutputLock\n"
          "from fwe_cli.tokens.layout import TokensLayout\n"
-         f"with OutputLock(TokensLayout.for_out({str(out)!r}), 'fwe tokenize'):\n"
+         f"with OutputLock(TokensLayout.for_out({str(out)!r})):\n"
          "    print('locked', flush=True)\n    sys.stdin.read()\n"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:

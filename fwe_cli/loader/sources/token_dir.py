@@ -22,10 +22,9 @@ import numpy as np
 
 from fwe_cli.errors import ConfigError, InputError, SourceError
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.local_files import (
-    MANIFEST_NAME, check_regular_file, listed_file_problems, manifest_problem, read_manifest,
-)
+from fwe_cli.loader.sources.local_files import MANIFEST_NAME, check_regular_file, manifest_problem, read_manifest
 from fwe_cli.loader.sources.token_shards import ShardFormatError, read_shard
+from fwe_cli.output.verify import listed_file_problems
 
 FORMAT = "fwe-tokens/1"
 BACKEND = "token-shards"
