@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_at, manifest_of
-from tests.helpers import REPO_ROOT
+from tests.helpers import fwe_env
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +129,10 @@ def test_disk_full_artifact_records_the_error(tmp_path):
 
 
 def _spawn(args, tmp_path, faults: dict | None = None) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NSA_FWE_", "FWE_TEST_"))}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env.update(faults or {})
+    """`fwe bootstrap ARGS` started in its own process, not waited for (to be killed from outside, or signalled)."""
     return subprocess.Popen([sys.executable, "-m", "fwe_cli", "bootstrap", *args, "--artifacts-dir",
                              str(tmp_path / "artifacts")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=fwe_env(**(faults or {})))
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
