@@ -9,6 +9,7 @@ output's lock held by another process.
 from __future__ import annotations
 
 import hashlib
+import signal
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -57,6 +58,18 @@ class ResumableOutput:
     def killed_at(self, point: str, *args: str, tmp: Path, env: dict | None = None):
         """`fwe COMMAND ARGS` in its own process, killed by SIGKILL at the fault point `point` (FWE_TEST_CRASH_AT)."""
         return self.run_in_own_process(*args, tmp=tmp, env={**(env or {}), "FWE_TEST_CRASH_AT": point})
+
+    def killed_then_rerun(self, point: str, out: Path, *args: str, tmp: Path) -> tuple[dict, object]:
+        """`fwe COMMAND ARGS` (writing `out`) killed by SIGKILL at the fault point `point`, which must leave an
+        incomplete manifest with a resume point, then the same command re-run in this process with --json, which
+        must succeed: (the manifest the killed run left, the re-run's result)."""
+        killed = self.killed_at(point, *args, tmp=tmp)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        before = self.manifest_of(out)
+        assert before["complete"] is False and before["resume"] is not None
+        done = self.cli(*args, "--json", tmp=tmp)
+        assert done.exit_code == 0, done.stderr
+        return before, done
 
     def manifest_of(self, out: Path) -> dict:
         """The manifest as on disk: OUT/manifest.json, or X.jsonl.manifest.json beside a single-file output X.jsonl."""

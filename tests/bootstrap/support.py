@@ -14,7 +14,8 @@ from tests.output_support import ResumableOutput
 SYNTH = ("--source", "synthetic", "--seed", "3", "--gb", "0.008", "--file-mb", "3")
 
 BOOTSTRAP_OUTPUT = ResumableOutput("bootstrap", Layout, data_files="part-*.jsonl", min_files=2)
-cli, killed_at, manifest_of = BOOTSTRAP_OUTPUT.cli, BOOTSTRAP_OUTPUT.killed_at, BOOTSTRAP_OUTPUT.manifest_of
+cli, killed_at, killed_then_rerun = BOOTSTRAP_OUTPUT.cli, BOOTSTRAP_OUTPUT.killed_at, BOOTSTRAP_OUTPUT.killed_then_rerun
+manifest_of = BOOTSTRAP_OUTPUT.manifest_of
 file_hashes, leftovers, assert_same_output = (BOOTSTRAP_OUTPUT.file_hashes, BOOTSTRAP_OUTPUT.leftovers,
                                               BOOTSTRAP_OUTPUT.assert_same_output)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_at, manifest_of
+from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_then_rerun, manifest_of
 from tests.helpers import fwe_env
 
 
@@ -53,12 +53,7 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, reference, point, checkp
         point = f"record:{_records_into_part_1(reference, int(2.5 * 2**20))}"
     out = tmp_path / "out"
     args = (*SYNTH, "--out", str(out), "--checkpoint-mb", checkpoint_mb)
-    killed = killed_at(point, *args, tmp=tmp_path)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    before = manifest_of(out)
-    assert before["complete"] is False and before["resume"] is not None
-    done = cli(*args, "--json", tmp=tmp_path)
-    assert done.exit_code == 0, done.stderr
+    before, done = killed_then_rerun(point, out, *args, tmp=tmp_path)
     result = orjson.loads(done.stdout)
     assert result["outcome"] == "target reached" and result["resumed_from_bytes"] == before["resume"]["bytes"]
     if point.startswith("record"):  # ~1.5 MiB of records went to disk after the checkpoint and were kept

@@ -20,7 +20,8 @@ VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 
 TOKENS_OUTPUT = ResumableOutput("tokenize", TokensLayout, data_files="fineweb_train_*", min_files=4)
-cli, run_in_own_process, killed_at = TOKENS_OUTPUT.cli, TOKENS_OUTPUT.run_in_own_process, TOKENS_OUTPUT.killed_at
+cli, run_in_own_process, killed_then_rerun = (TOKENS_OUTPUT.cli, TOKENS_OUTPUT.run_in_own_process,
+                                              TOKENS_OUTPUT.killed_then_rerun)
 manifest_of, file_hashes, assert_same_output = (TOKENS_OUTPUT.manifest_of, TOKENS_OUTPUT.file_hashes,
                                                 TOKENS_OUTPUT.assert_same_output)
 
