@@ -13,6 +13,8 @@ import orjson
 
 from fwe_cli.errors import DiskSpaceError, OutputError, os_error_line
 
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota
+
 
 def utc_stamp() -> str:
     """UTC timestamp safe for file names, sortable, unique to the millisecond."""
@@ -57,11 +59,13 @@ def write_atomic(path: str, data: bytes) -> str:
     return path
 
 
-def output_error(operation: str, path: str, exc: OSError) -> OutputError:
-    """What an OSError on an output becomes: DiskSpaceError on a full disk or quota, OutputError otherwise, each
-    one line naming the operation and the path."""
-    kind = DiskSpaceError if exc.errno in (errno.ENOSPC, errno.EDQUOT) else OutputError
-    return kind(os_error_line(operation, path, exc))
+def output_error(operation: str, path: str, exc: OSError, when_full: str = "") -> OutputError:
+    """What an OSError on an output becomes: DiskSpaceError on a full disk or quota (followed by `when_full`, what
+    to do then, when given), OutputError otherwise, each one line naming the operation and the path."""
+    line = os_error_line(operation, path, exc)
+    if exc.errno in DISK_FULL:
+        return DiskSpaceError(f"{line}: {when_full}" if when_full else line)
+    return OutputError(line)
 
 
 def write_output(path: str, data: bytes) -> str:

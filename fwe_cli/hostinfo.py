@@ -13,6 +13,11 @@ PACKAGES = ("fwe", "datasets", "huggingface_hub", "tokenizers", "tiktoken", "num
             "psutil", "typer", "rich", "torch")
 
 
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and launchers narrow), not the host's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def host_facts(disk_path: str = ".") -> dict:
     vm = psutil.virtual_memory()
     try:
@@ -25,7 +30,7 @@ def host_facts(disk_path: str = ".") -> dict:
         "python": platform.python_version(),
         "cpus_logical": psutil.cpu_count(logical=True),
         "cpus_physical": psutil.cpu_count(logical=False),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus_usable": usable_cores(),
         "ram_total_gb": round(vm.total / 2**30, 2),
         "ram_available_gb": round(vm.available / 2**30, 2),
         "free_disk_gb": None if free_disk is None else round(free_disk / 2**30, 2),

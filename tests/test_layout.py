@@ -12,10 +12,15 @@ from tests.helpers import REPO_ROOT
 PACKAGE = REPO_ROOT / "fwe_cli"
 MAX_LINES = 300
 MAX_TOP_MODULES = 6
-# cli -> tokens -> bootstrap / measure -> loader -> shared (the modules at the top of fwe_cli). A layer may import the
-# layers below it, never one beside or above it. tokens (the token-shard writer) builds on the loader's reading and
-# tokenizing (the shard format is the loader's: it reads shards) and on bootstrap's crash-safe output.
-LAYER = {"cli": 4, "tokens": 3, "report": 3, "bootstrap": 2, "measure": 2, "loader": 1}
+# cli -> report -> bootstrap / tokens / measure -> loader -> output -> shared (the modules at the top of fwe_cli). A
+# layer may import the layers below it, never one beside or above it. bootstrap and tokens (the token-shard writer)
+# both build on the loader's reading (and tokenizing: the shard format is the loader's, it reads shards) and on
+# output's crash-safe machinery, which the loader uses too (verifying listed files against their manifest); report
+# draws what measure wrote, reading its artifacts as measure defines them.
+LAYER = {"cli": 5, "report": 4, "bootstrap": 3, "tokens": 3, "measure": 3, "loader": 2, "output": 1}
+# output sits below everything of fwe's but these shared modules, and needs no third-party package but these.
+OUTPUT_SHARED = ("fwe_cli.errors", "fwe_cli.artifacts", "fwe_cli.hostinfo")
+OUTPUT_THIRD_PARTY = ("psutil", "orjson")
 HEAVY = ("datasets", "pyarrow", "torch", "tokenizers")
 
 
@@ -61,7 +66,7 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
 
 def _layer(module: str) -> int:
     if module == "fwe_cli.__main__":  # `python -m fwe_cli`: the entry point sits above everything
-        return 5
+        return 6
     parts = module.split(".")
     return LAYER.get(parts[1], 0) if len(parts) > 1 else 0
 
@@ -77,24 +82,42 @@ def test_top_of_the_package_holds_only_shared_modules():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, top
     assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {
-        "cli", "bootstrap", "measure", "loader", "tokens", "report"}
+        "cli", "bootstrap", "measure", "loader", "tokens", "report", "output"}
 
 
 def test_imports_point_downward():
-    """No module imports a layer beside or above its own (function-level imports included)."""
+    """No module imports a layer above its own, or another package of its own layer (function-level imports
+    included): bootstrap and tokens share what they share through output, below both."""
     wrong = []
     for name, path in MODULES.items():
         for target in _imports(path, top_level_only=False):
             if target.startswith("fwe_cli.") and target.split(".")[1] in LAYER:
-                if _layer(target) > _layer(name) or (_layer(target) == _layer(name) == 2
+                if _layer(target) > _layer(name) or (_layer(target) == _layer(name)
                                                      and target.split(".")[1] != name.split(".")[1]):
                     wrong.append(f"{name} -> {target}")
     assert wrong == []
 
 
-def test_no_import_circle():
-    """The module-level import graph of fwe_cli has no cycle (a package counts as importing nothing it hides lazily)."""
-    graph = {name: {t for t in _imports(path, top_level_only=True) if t in MODULES and t != name}
+def _output_may_import(target: str) -> bool:
+    root = target.split(".")[0]
+    if root != "fwe_cli":
+        return root in sys.stdlib_module_names or root in OUTPUT_THIRD_PARTY or root == "__future__"
+    module = target if target in MODULES else target.rpartition(".")[0]  # `from M import x` also yields "M.x"
+    return module.startswith("fwe_cli.output") or module in OUTPUT_SHARED
+
+
+def test_output_imports_only_the_shared_modules_psutil_and_orjson():
+    """fwe_cli/output (the crash-safe output machinery, below the loader) imports nothing of fwe's but errors,
+    artifacts and hostinfo, and no third-party package but psutil and orjson (function-level imports included)."""
+    wrong = sorted(f"{name} -> {target}" for name, path in MODULES.items() if name.startswith("fwe_cli.output")
+                   for target in _imports(path, top_level_only=False) if not _output_may_import(target))
+    assert wrong == []
+
+
+def _cycles(top_level_only: bool) -> list[list[str]]:
+    """Import circles among fwe_cli's modules: one per import that closes a circle (a depth-first search reports
+    every such edge, so no circle goes unreported)."""
+    graph = {name: {t for t in _imports(path, top_level_only=top_level_only) if t in MODULES and t != name}
              for name, path in MODULES.items()}
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
@@ -111,7 +134,14 @@ def test_no_import_circle():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_circle():
+    """fwe_cli's import graph has no circle, counting every import statement that can run: those inside functions
+    too (they run later, but still tie the two modules together: neither can be understood, moved or tested without
+    the other), not those only type checkers read (`if TYPE_CHECKING:`)."""
+    assert _cycles(top_level_only=False) == []
 
 
 def test_only_the_cli_imports_typer_or_rich():

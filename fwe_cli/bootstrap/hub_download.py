@@ -21,14 +21,14 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from fwe_cli.bootstrap.output_errors import on_output
 from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.loader.sources.hub_listing import HubFile
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S
 from fwe_cli.loader.transient import attempts_note, retry_wait, transient_reason
+from fwe_cli.output.os_errors import on_output
+from fwe_cli.output.verify import hash_into, sha256_file
 
-CHUNK_BYTES = 1 << 20
 DEFAULT_AHEAD = 2
 
 
@@ -40,12 +40,10 @@ def local_name(file: HubFile) -> str:
     return file.path.replace("/", "--")
 
 
-def _hash_prefix(path: str, size: int):
+def _hashed(path: str):
+    """A sha256 object fed with the file's bytes so far, to go on with what a download appends."""
     digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        while size > 0 and (block := handle.read(min(CHUNK_BYTES, size))):
-            digest.update(block)
-            size -= len(block)
+    hash_into(digest, path)
     return digest
 
 
@@ -84,7 +82,7 @@ def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
     if not os.path.exists(part):
         with on_output("create", part):
             open(part, "wb").close()
-    digest = _hash_prefix(part, os.path.getsize(part))
+    digest = _hashed(part)
     failures, since = 0, time.monotonic()
     while os.path.getsize(part) < file.size:
         before = os.path.getsize(part)
@@ -98,7 +96,7 @@ def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
             wait = 0.0 if progressed and transient_reason(exc) else retry_wait(exc, failures, since, f"reading {url}")
             if wait is None:
                 raise SourceError(f"cannot download {url}{attempts_note(exc)}: {exc}") from exc
-            digest = _hash_prefix(part, os.path.getsize(part))  # what the cut request appended is kept
+            digest = _hashed(part)  # what the cut request appended is kept
             if wait:
                 stop.wait(wait)
             if stop.is_set():
@@ -117,7 +115,7 @@ def download_file(url: str, file: HubFile, dest: str, stop: threading.Event | No
     part = dest + ".part"
     if os.path.exists(dest):  # complete from an earlier run: trusted only if it still hashes right
         if os.path.getsize(dest) == file.size and (
-                file.sha256 is None or _hash_prefix(dest, file.size).hexdigest() == file.sha256):
+                file.sha256 is None or sha256_file(dest) == file.sha256):
             return dest
         with on_output("remove", dest):
             os.remove(dest)

@@ -24,14 +24,12 @@ from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.bootstrap.hub_convert import convert_group, watch_parent
 from fwe_cli.bootstrap.hub_download import Downloads, remove_tree
 from fwe_cli.errors import OutputError, SourceError
+from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.sources.hub_listing import HubListing
 from fwe_cli.loader.sources.local import BadRecords
+from fwe_cli.output.disk_preflight import preflight_disk
 
 TASKS_PER_WORKER = 2
-
-
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _warm() -> None:
@@ -57,7 +55,7 @@ class HubFileStream:
         self.owned = [i for i in range(len(listing.files)) if i % shard.mod == shard.rem]
         self.files = [listing.files[i] for i in self.owned]
         self.fields, self.strict, self.ahead = fields, strict, ahead
-        self.workers = default_workers() if workers is None else workers
+        self.workers = usable_cores() if workers is None else workers
         self.bad = bad if bad is not None else BadRecords()
         start = start or {}
         self._index, self._file = int(start.get("index", 0)), int(start.get("file", 0))
@@ -239,8 +237,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     if manifest is not None and manifest.get("hub_files") != stream.manifest_fields()["hub_files"]:
         raise OutputError(f"the Hub listing of {spec.dataset} at {listing.revision} no longer has the files this "
                           "bootstrap started with; pass --force to start over")
-    from fwe_cli.bootstrap.state import preflight_disk
-
     largest = sorted((f.size for f in stream.files[stream.position()["file"]:]), reverse=True)
-    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]))
+    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]), "the bootstrap",
+                   "--gb")
     return stream.open()

@@ -1,4 +1,5 @@
-"""The bootstrap manifest: where a bootstrap's files live, how its manifest is written, and how it is verified.
+"""The bootstrap output: where a bootstrap's files live, what kind of manifest lists them, and how it is verified
+(writing, reading, preparing and verifying a manifest is fwe_cli/output's, shared with `fwe tokenize`).
 
 Two layouts:
 - a directory (the default): `manifest.json` plus `part-00000.jsonl`, `part-00001.jsonl`, ...
@@ -18,26 +19,28 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import ClassVar
 
-import orjson
-
-from fwe_cli.bootstrap.output_errors import on_output
-from fwe_cli.errors import OutputError, SourceError, os_error_line
-from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, read_manifest
-from fwe_cli.loader.sources.local_files import listed_file_problems, manifest_problem
+from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX
+from fwe_cli.loader.sources.local_files import manifest_problem
+from fwe_cli.output.kind import OutputKind
+from fwe_cli.output.os_errors import on_output
+from fwe_cli.output.verify import verify_output
 
 FORMAT = "fwe-bootstrap/1"
 PARTIAL_SUFFIX = ".partial"
 _PART_RE = re.compile(r"^part-(\d{5,})\.jsonl(\.partial)?$")
 DOWNLOAD_DIR = ".fwe-hub-download"
 LOCK_NAME = ".fwe-bootstrap.lock"
+BOOTSTRAP = OutputKind(format=FORMAT, what="bootstrap", command="fwe bootstrap", shape_problem=manifest_problem,
+                       listed=lambda manifest: manifest.get("files", []))
 
 
 @dataclass(frozen=True)
 class Layout:
-    """The paths of one bootstrap output."""
+    """The paths of one bootstrap output (an fwe_cli.output OutputLayout)."""
 
+    kind: ClassVar[OutputKind] = BOOTSTRAP
     out: str
     """The --out argument: a directory, or a file path ending in .jsonl."""
     single: bool
@@ -62,7 +65,7 @@ class Layout:
 
     @property
     def lock_path(self) -> str:
-        """The file a run holds locked while it writes this output (see fwe_cli/bootstrap/output_lock.py)."""
+        """The file a run holds locked while it writes this output (see fwe_cli/output/lock.py)."""
         return self.out + ".lock" if self.single else os.path.join(self.out, LOCK_NAME)
 
     def part_name(self, index: int) -> str:
@@ -106,82 +109,17 @@ class Layout:
             names = os.listdir(self.out)
         return any(name not in ours and name not in (DOWNLOAD_DIR, LOCK_NAME) for name in names)
 
-
-def fsync_dir(directory: str) -> None:
-    """Make a rename or new file in `directory` durable (POSIX: the directory entry needs its own fsync)."""
-    with on_output("sync directory", directory):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def encode_manifest(manifest: dict) -> bytes:
-    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-
-
-def write_manifest(layout: Layout, manifest: dict | bytes, before_rename: Callable[[], None] = lambda: None) -> None:
-    """Replace the manifest (a dict, or encode_manifest's bytes) atomically and durably.
-
-    `before_rename` is a crash-test hook. One writer at a time: the run holds the output's lock (output_lock.py),
-    so the fixed temporary name cannot be written by two processes at once."""
-    with on_output("create directory", layout.directory):
-        os.makedirs(layout.directory, exist_ok=True)
-    tmp = layout.manifest_path + ".tmp"
-    data = manifest if isinstance(manifest, bytes) else encode_manifest(manifest)
-    with on_output("write", tmp):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    before_rename()
-    with on_output("replace", layout.manifest_path):
-        os.replace(tmp, layout.manifest_path)
-    fsync_dir(layout.directory)
-
-
-def load_manifest(layout: Layout) -> dict | None:
-    """The manifest, None when there is none; OutputError when it cannot be read or is not a bootstrap's."""
-    try:
-        manifest = read_manifest(layout.manifest_path)  # SourceError, its OSError or JSONDecodeError as cause
-    except SourceError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, FileNotFoundError):
-            return None
-        if isinstance(cause, orjson.JSONDecodeError):
-            raise OutputError(f"{layout.manifest_path} is damaged (not JSON: {cause.msg}); "
-                              "pass --force to start over") from cause
-        if isinstance(cause, OSError):
-            raise OutputError(os_error_line("read", layout.manifest_path, cause)) from None  # the line says it all
-        raise OutputError(f"cannot read {layout.manifest_path}: {cause or exc}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise OutputError(f"{layout.manifest_path} is not an fwe bootstrap manifest (format {FORMAT}); "
-                          "choose another --out, or pass --force to replace it")
-    problem = manifest_problem(manifest)
-    if problem is not None:
-        raise OutputError(f"{layout.manifest_path} is damaged ({problem}); pass --force to start over")
-    return manifest
+    def stale_files(self, manifest: dict) -> list[str]:
+        """Part files `manifest` (incomplete) does not stand behind: any after the part its checkpoint is in, and
+        a temporary one of an earlier part (listed under its final name)."""
+        current = manifest["resume"]["part"]
+        return [path for path, index in self.own_files()
+                if index is not None and (index > current or (index < current and path.endswith(PARTIAL_SUFFIX)))]
 
 
 def verify_bootstrap(out: str) -> dict:
     """Re-hash every file the manifest lists. `ok` means complete and every file matches."""
-    layout = Layout.for_out(out)
-    manifest = load_manifest(layout)
-    if manifest is None:
-        raise OutputError(f"no bootstrap manifest at {layout.manifest_path}")
-    problems = listed_file_problems(layout.directory, manifest, rehash=True)
-    complete = bool(manifest.get("complete"))
-    return {
-        "ok": complete and not problems,
-        "complete": complete,
-        "output": layout.out,
-        "manifest_path": layout.manifest_path,
+    return verify_output(Layout.for_out(out), lambda manifest: {
         "files_checked": len(manifest.get("files", [])),
         "bytes": sum(entry["bytes"] for entry in manifest.get("files", [])),
-        "problems": problems,
-    }
+    })

@@ -25,9 +25,10 @@ from typing import Callable
 
 from fwe_cli.errors import OutputError
 from fwe_cli.bootstrap.chunk_hasher import QUEUE_CHUNKS, STALL_TIMEOUT_S, ChunkHasher
-from fwe_cli.bootstrap.faults import NO_FAULTS, Faults
-from fwe_cli.bootstrap.manifest import fsync_dir
-from fwe_cli.bootstrap.output_errors import on_output
+from fwe_cli.output.faults import NO_FAULTS, Faults
+from fwe_cli.output.manifest_file import fsync_dir
+from fwe_cli.output.os_errors import on_output
+from fwe_cli.output.verify import hash_into
 
 CHUNK_BYTES = 1 << 20
 WRITEBACK_BYTES = 8 << 20
@@ -78,14 +79,8 @@ class PartWriter:
         return self._replay is not None
 
     def _hash_prefix(self, size: int) -> None:
-        with open(self.partial_path, "rb", buffering=0) as handle:
-            remaining = size
-            while remaining:
-                block = handle.read(min(CHUNK_BYTES, remaining))
-                if not block:
-                    raise OutputError(f"{self.partial_path} shrank while being resumed; pass --force to start over")
-                self._hash.update(block)
-                remaining -= len(block)
+        if hash_into(self._hash, self.partial_path, size) < size:
+            raise OutputError(f"{self.partial_path} shrank while being resumed; pass --force to start over")
 
     # -- adding ---------------------------------------------------------------------------------------
     def add(self, line: bytes) -> None:

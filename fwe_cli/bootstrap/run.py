@@ -4,12 +4,12 @@
     from fwe_cli.bootstrap.run import run_bootstrap
     result = run_bootstrap(BootstrapConfig(out="/data/fwe_bootstrap", target_bytes=5 * 10**9))
 
-What makes it safe (see fwe_cli/bootstrap/manifest.py for the file layout):
+What makes it safe (fwe_cli/bootstrap/manifest.py has the file layout, fwe_cli/output/ what resumable outputs share):
 - parts are written as `*.partial`, fsynced and renamed only when whole; the manifest is replaced atomically;
 - every `checkpoint_bytes`, and on a clean stop, the current part is fsynced and the manifest records the
   source position after the last record written (`resume`);
-- one run at a time per output: a run holds the output's lock (output_lock.py) throughout, and a second one is
-  refused at once naming the first one's PID;
+- one run at a time per output: a run holds the output's lock (fwe_cli/output/lock.py) throughout, and a second
+  one is refused at once naming the first one's PID;
 - a re-run with the same arguments continues from there: records already on disk after the checkpoint are
   compared with the regenerated ones and kept when intact (see PartWriter), so the output ends up
   byte-identical to an uninterrupted run; different arguments are refused unless `force`.
@@ -26,17 +26,18 @@ from typing import Callable
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, listed_totals, open_source, \
-    prepare_output, preflight_disk
+    prepare_output
 from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_line
-from fwe_cli.bootstrap.faults import Faults
 from fwe_cli.bootstrap.line_encoder import encoder
-from fwe_cli.bootstrap.manifest import Layout, encode_manifest, write_manifest
-from fwe_cli.bootstrap.output_lock import OutputLock
-from fwe_cli.bootstrap.progress_clock import ProgressClock
+from fwe_cli.bootstrap.manifest import Layout
 from fwe_cli.bootstrap.part_writer import PartWriter, recover_renamed_part
 from fwe_cli.loader.sources.records import Records
-
+from fwe_cli.output.disk_preflight import preflight_disk
+from fwe_cli.output.faults import Faults
+from fwe_cli.output.lock import OutputLock
+from fwe_cli.output.manifest_file import encode_manifest, write_manifest
+from fwe_cli.output.progress_clock import ProgressClock
 
 
 class _Run:
@@ -128,14 +129,14 @@ class _Run:
             return self.result("already_complete")
         resume = manifest["resume"] if manifest else None
         done = resume["bytes"] if resume else 0
-        preflight_disk(layout.directory, config.target_bytes - done)
+        preflight_disk(layout.directory, config.target_bytes - done, "the bootstrap", "--gb")
         try:
             stream = open_source(config, layout, manifest)
             if manifest is None:
                 manifest = fresh_manifest(config, layout, stream)
             else:
                 check_source_files(manifest, stream)
-        except OSError as exc:  # writes to the output raise OutputError (output_errors.py): this is the source's
+        except OSError as exc:  # writes to the output raise OutputError (output/os_errors.py): the source's
             raise self._source_failure(exc) from None
         self.manifest = manifest
         manifest["runs"].append({"started": utc_iso(), "resumed_from_bytes": done})
@@ -157,7 +158,7 @@ class _Run:
         except DiskSpaceError as exc:
             raise DiskSpaceError(f"disk full while writing {self.layout.directory} at {self.total_bytes / GB:.3f} of "
                                  f"{self.config.target_bytes / GB:.3f} GB: {exc}") from exc
-        except OSError as exc:  # every write to the output raises OutputError (output_errors.py): the source's
+        except OSError as exc:  # every write to the output raises OutputError (output/os_errors.py): the source's
             raise self._source_failure(exc) from None
         finally:
             if self.writer is not None:

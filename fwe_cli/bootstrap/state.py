@@ -1,32 +1,24 @@
 """Deciding what a bootstrap run starts from: a fresh output, a resume, a finished output, or a refusal.
 
-Also the checks made before any download: free disk space against what is left to write plus a margin, and
-(on resume) that the arguments and, for a local source, the source files are the ones the output was made
-with. Used by fwe_cli/bootstrap/run.py; nothing here writes data.
+What decides a bootstrap's bytes (its `identity`: the arguments a resume must match), the fresh manifest and the
+source to read from, and the check that a local source did not change under a resume; the decision itself is
+fwe_cli/output/prepare.py's. Used by fwe_cli/bootstrap/run.py; nothing here writes data.
 """
 
 from __future__ import annotations
 
 import os
 
-import psutil
-
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
-from fwe_cli.errors import DiskSpaceError, OutputError
-from fwe_cli.bootstrap.manifest import FORMAT, Layout, load_manifest
-from fwe_cli.loader.sources.local_files import listed_file_problems
-from fwe_cli.bootstrap.output_errors import remove_output
+from fwe_cli.errors import OutputError
+from fwe_cli.bootstrap.manifest import FORMAT, Layout
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.sources.spec import ReadOptions
-
-# Free space needed beyond the bytes still to write: the last record overshoots the target by up to ~120 KB,
-# the manifest is a few KB, and a filesystem at 100% misbehaves, so keep 64 MiB + 2 % spare.
-MARGIN_BYTES = 64 * 2**20
-MARGIN_FRACTION = 0.02
+from fwe_cli.output import prepare
 
 
 def identity(config: BootstrapConfig, layout: Layout) -> dict:
@@ -50,17 +42,6 @@ _FLAGS = {
 }
 
 
-def _differences(old: dict, new: dict) -> list[str]:
-    out = []
-    for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
-            flag, show = _FLAGS.get(key, ("--" + key.replace("_", "-"), repr))
-            before = "unset" if key not in old else show(old[key])
-            after = "unset" if key not in new else show(new[key])
-            out.append(f"{flag} {before} there, {after} now")
-    return out
-
-
 def check_out_kind(layout: Layout) -> None:
     """--out must be what its layout needs, checked before anything is created: the OS would say only 'file
     exists' or 'is a directory'."""
@@ -75,65 +56,25 @@ def check_out_kind(layout: Layout) -> None:
 def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
     """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm.
 
-    Called with the output's lock held (fwe_cli/bootstrap/output_lock.py): it may delete files."""
-    remove_output(layout.manifest_path + ".tmp")  # a manifest never renamed into place holds nothing we need
-    if config.force:
-        for path, _index in layout.own_files():
-            remove_output(path)
-        _remove_downloads(layout)
-        return None
-    manifest = load_manifest(layout)
-    if manifest is None:
-        if layout.own_files() or layout.has_foreign_files():
-            raise OutputError(f"{layout.out} exists and is not an fwe bootstrap (no {os.path.basename(layout.manifest_path)}):"
-                              " choose a new or empty --out, or pass --force to write there anyway")
-        return None
-    old = dict(manifest.get("args", {}))
-    if old.get("source") == "hub":
-        old.setdefault("hub_reader", "datasets")  # made before the native reader existed
-    diffs = _differences(old, identity(config, layout))
-    if diffs:
-        raise OutputError(f"{layout.out} holds a bootstrap made with different arguments ({'; '.join(diffs)}): "
-                          "re-run with the original arguments to resume it, pass --force to replace it, "
-                          "or choose another --out")
-    problems = listed_file_problems(layout.directory, manifest, rehash=False)
-    if problems:
-        first = problems[0]
-        raise OutputError(f"bootstrap at {layout.out} is damaged: {first['name']} {first['problem']} "
-                          f"({len(problems)} file(s) in all; `fwe bootstrap --verify` lists them); "
-                          "pass --force to start over")
-    if manifest["complete"]:
-        _remove_downloads(layout)  # killed after the manifest said complete, before the folder was deleted
-    else:
-        current = manifest["resume"]["part"]
-        for path, index in layout.own_files():
-            stale = index is not None and (index > current or (index < current and path.endswith(".partial")))
-            if stale:
-                remove_output(path)
+    Called with the output's lock held (fwe_cli/output/lock.py): it may delete files."""
+    manifest = prepare.prepare_output(layout, config.force, lambda manifest: prepare.differences(
+        _recorded_args(manifest), identity(config, layout), _FLAGS))
+    if config.force or (manifest is not None and manifest["complete"]):
+        _remove_downloads(layout)  # for a complete one: killed after the manifest said so, before the folder went
     return manifest
+
+
+def _recorded_args(manifest: dict) -> dict:
+    old = dict(manifest.get("args", {}))
+    if "dataset" in old:  # a Hub bootstrap made before the native reader existed read through datasets
+        old.setdefault("hub_reader", "datasets")
+    return old
 
 
 def _remove_downloads(layout: Layout) -> None:
     from fwe_cli.bootstrap.hub_download import remove_tree
 
     remove_tree(layout.download_dir)
-
-
-def preflight_disk(directory: str, remaining_bytes: int) -> dict:
-    """Raise DiskSpaceError unless the filesystem of `directory` has room for what is left plus a margin."""
-    probe = os.path.abspath(directory)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    remaining = max(0, remaining_bytes)
-    need = remaining + MARGIN_BYTES + int(MARGIN_FRACTION * remaining)
-    free = psutil.disk_usage(probe).free
-    if free < need:
-        raise DiskSpaceError(
-            f"not enough disk space for the bootstrap at {directory}: {free / 1e9:.2f} GB free on {probe}, "
-            f"{need / 1e9:.2f} GB needed ({remaining / 1e9:.2f} GB still to write + margin); free space, "
-            "choose another --out, or lower --gb"
-        )
-    return {"free_bytes": free, "needed_bytes": need, "checked_path": probe}
 
 
 def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):

@@ -8,7 +8,6 @@ strictly in submission order, so the batch stream never depends on thread count,
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
 from fwe_cli.loader.in_order import in_order
@@ -33,11 +33,6 @@ MAX_AUTO_THREADS = 8
 UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
 CHUNK_TOKENS = 1 << 20  # a token directory read in order: tokens per chunk once past the first batch
-
-
-def usable_cores() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and launchers narrow), not the host's."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def effective_threads(config: LoaderConfig) -> int:

@@ -13,25 +13,18 @@ import time
 
 from fwe_cli import __version__
 from fwe_cli.hostinfo import host_facts, package_versions
+from fwe_cli.output.nearest_existing import nearest_existing
 
 HEAD_TIMEOUT_S = 3.0  # connect and read: a working Hub answers a HEAD well within it
 LOW_DISK_GB = 1.0
 HF_VARS = ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_ETAG_TIMEOUT")
 
 
-def _existing(path: str) -> str:
-    """`path`, or its nearest ancestor that exists (where a directory not made yet would go)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path
-
-
 def disk(paths: dict[str, str]) -> list[dict]:
     """Free space where each of `paths` (role -> path) would put its data."""
     found = []
     for role, path in paths.items():
-        at = _existing(path)
+        at, _ = nearest_existing(path)  # where a directory not made yet would go
         found.append({"role": role, "path": os.path.abspath(path), "exists": os.path.exists(path), "checked_at": at,
                       "free_gb": host_facts(at)["free_disk_gb"]})
     return found

@@ -4,10 +4,10 @@
     OUT/fineweb_train_000000.bin         shards, llm.c's names and format (fwe_cli/loader/sources/token_shards.py)
     OUT/fineweb_train_000000.idx.npy     each shard's document index
     OUT/*.partial                        a shard or index being written (never read; removed by the next run)
-    OUT/.fwe-tokens.lock                 held by the run writing OUT (fwe_cli/bootstrap/output_lock.py)
+    OUT/.fwe-tokens.lock                 held by the run writing OUT (fwe_cli/output/lock.py)
 
 A shard is listed in the manifest only once it and its index are whole, fsynced and renamed; the manifest is
-replaced atomically after each shard (fwe_cli/bootstrap/manifest.py write_manifest) with the source position of
+replaced atomically after each shard (fwe_cli/output/manifest_file.py write_manifest) with the source position of
 the next shard's first document, so a re-run continues from the last listed shard.
 """
 
@@ -17,15 +17,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
-import orjson
+from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, TOKENS_FORMAT, dtype_for, version_for
+from fwe_cli.output.kind import OutputKind
+from fwe_cli.output.os_errors import on_output
+from fwe_cli.output.verify import verify_output
 
-from fwe_cli.bootstrap.output_errors import on_output
-from fwe_cli.errors import OutputError, os_error_line
-from fwe_cli.loader.sources.local_files import listed_file_problems
-from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, dtype_for, version_for
-
-FORMAT = "fwe-tokens/1"
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = ".fwe-tokens.lock"
 SHARD_PREFIX = "fineweb_train_"
@@ -34,11 +32,35 @@ _OWN_RE = re.compile(rf"^{SHARD_PREFIX}(\d{{6,}})(\.bin|{re.escape(INDEX_SUFFIX)
 BYTE_DESCRIPTION = b"fwe byte tokenizer: UTF-8 bytes are ids 0..255, end-of-text id 256, vocab_size 257"
 
 
+def _shards_problem(manifest: dict) -> str | None:
+    """Why a token manifest's `shards` cannot be trusted (None when each names its shard and index and their sizes)."""
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str)
+                                               and _OWN_RE.match(s["name"]) and isinstance(s.get("bytes"), int)
+                                               and isinstance(s.get("index"), str) and _OWN_RE.match(s["index"])
+                                               and isinstance(s.get("index_bytes"), int) for s in shards):
+        return "its shards need a shard name and a byte count each"
+    return None
+
+
+def _listed_files(manifest: dict) -> list[dict]:
+    """Every listed shard and its index, as {name, bytes, sha256}."""
+    entries = []
+    for shard in manifest["shards"]:
+        entries.append({"name": shard["name"], "bytes": shard["bytes"], "sha256": shard.get("sha256")})
+        entries.append({"name": shard["index"], "bytes": shard["index_bytes"], "sha256": shard.get("index_sha256")})
+    return entries
+
+
+TOKENS = OutputKind(format=TOKENS_FORMAT, what="token output", command="fwe tokenize", shape_problem=_shards_problem,
+                    listed=_listed_files)
+
+
 @dataclass(frozen=True)
 class TokensLayout:
-    """The paths of one token output (a directory). Duck-types the bootstrap Layout where OutputLock and
-    write_manifest need it (`out`, `directory`, `lock_path`, `manifest_path`)."""
+    """The paths of one token output (a directory; an fwe_cli.output OutputLayout)."""
 
+    kind: ClassVar[OutputKind] = TOKENS
     out: str
 
     @classmethod
@@ -83,6 +105,12 @@ class TokensLayout:
         with on_output("list", self.out):
             return any(name not in ours for name in os.listdir(self.out))
 
+    def stale_files(self, manifest: dict) -> list[str]:
+        """Shards and indexes `manifest` does not list: temporary ones, or renamed after it was last written."""
+        listed = {name for shard in manifest["shards"] for name in (shard["name"], shard["index"])}
+        return [path for path, number in self.own_files()
+                if number is not None and os.path.basename(path) not in listed]
+
 
 def tokenizer_identity(tokenizer, spec: str) -> dict:
     """What decides the ids: the spec, the sha256 of the tokenizer.json bytes (of BYTE_DESCRIPTION for 'byte'), the
@@ -103,48 +131,7 @@ def tokenizer_identity(tokenizer, spec: str) -> dict:
             "version": version, "dtype": dtype_for(version).name}
 
 
-def load_manifest(layout: TokensLayout) -> dict | None:
-    """The manifest, None when there is none; OutputError when it is unreadable, damaged or not a token output's."""
-    path = layout.manifest_path
-    try:
-        with open(path, "rb") as handle:
-            manifest = orjson.loads(handle.read())
-    except FileNotFoundError:
-        return None
-    except orjson.JSONDecodeError as exc:
-        raise OutputError(f"{path} is damaged (not JSON: {exc.msg}); pass --force to start over") from None
-    except OSError as exc:
-        raise OutputError(os_error_line("read", path, exc)) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise OutputError(f"{path} is not an fwe token manifest (format {FORMAT}); choose another --out, or pass "
-                          "--force to replace it")
-    shards = manifest.get("shards")
-    if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str)
-                                               and _OWN_RE.match(s["name"]) and isinstance(s.get("bytes"), int)
-                                               and isinstance(s.get("index"), str) and _OWN_RE.match(s["index"])
-                                               and isinstance(s.get("index_bytes"), int) for s in shards):
-        raise OutputError(f"{path} is damaged (its shards need a shard name and a byte count each); pass --force "
-                          "to start over")
-    return manifest
-
-
-def shard_problems(layout: TokensLayout, manifest: dict, rehash: bool) -> list[dict]:
-    """{name, problem} for every listed shard or index that is missing, of the wrong size or (rehash) sha256."""
-    entries = []
-    for shard in manifest["shards"]:
-        entries.append({"name": shard["name"], "bytes": shard["bytes"], "sha256": shard.get("sha256")})
-        entries.append({"name": shard["index"], "bytes": shard["index_bytes"], "sha256": shard.get("index_sha256")})
-    return listed_file_problems(layout.directory, {"files": entries}, rehash)
-
-
 def verify_tokens(out: str) -> dict:
     """Re-hash every shard and index against the manifest: `ok` means complete and every file matches."""
-    layout = TokensLayout.for_out(out)
-    manifest = load_manifest(layout)
-    if manifest is None:
-        raise OutputError(f"no token manifest at {layout.manifest_path}")
-    problems = shard_problems(layout, manifest, rehash=True)
-    complete = bool(manifest.get("complete"))
-    return {"ok": complete and not problems, "complete": complete, "output": layout.out,
-            "manifest_path": layout.manifest_path, "shards_checked": len(manifest["shards"]),
-            "tokens": sum(s["tokens"] for s in manifest["shards"]), "problems": problems}
+    return verify_output(TokensLayout.for_out(out), lambda manifest: {
+        "shards_checked": len(manifest["shards"]), "tokens": sum(s["tokens"] for s in manifest["shards"])})

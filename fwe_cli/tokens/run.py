@@ -19,15 +19,16 @@ from typing import Callable
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.faults import Faults
-from fwe_cli.bootstrap.progress_clock import ProgressClock
-from fwe_cli.bootstrap.manifest import write_manifest
-from fwe_cli.bootstrap.output_lock import OutputLock
 from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SourceError, os_error_line
+from fwe_cli.hostinfo import usable_cores
+from fwe_cli.loader.sources.token_shards import dtype_for
+from fwe_cli.output.faults import Faults
+from fwe_cli.output.lock import OutputLock
+from fwe_cli.output.manifest_file import write_manifest
+from fwe_cli.output.progress_clock import ProgressClock
 from fwe_cli.tokens.encode import DocEncoder
 from fwe_cli.tokens.layout import TokensLayout, tokenizer_identity
 from fwe_cli.tokens.prepare import prepare_output, source_fingerprint, source_offset
-from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.tokens.shard_writer import ShardWriter
 
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py
@@ -80,7 +81,7 @@ class _Run:
         from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(self.config.tokenizer, self.config.backend)
-        with OutputLock(layout, command="fwe tokenize"):
+        with OutputLock(layout):
             files, fingerprint = source_fingerprint(self.config.src)
             identity = tokenizer_identity(tokenizer, self.config.tokenizer)
             manifest = prepare_output(self.config, layout, identity, fingerprint)
@@ -96,13 +97,12 @@ class _Run:
                 outcome = self._tokenize(tokenizer, files, identity)
             except DiskSpaceError as exc:
                 raise DiskSpaceError(f"disk full while writing {layout.out}: {exc}") from exc
-            except OSError as exc:  # writes to the output raise OutputError (output_errors.py): this is the source's
+            except OSError as exc:  # writes to the output raise OutputError (output/os_errors.py): the source's
                 raise SourceError(os_error_line("read source", str(exc.filename or self.config.src), exc)) from None
             return self.result(outcome, self.start_tokens)
 
     def _tokenize(self, tokenizer, files: list[str], identity: dict) -> str:
         from fwe_cli.loader.config import resolve_config
-        from fwe_cli.loader.pipeline import usable_cores
         from fwe_cli.loader.sources.bad_records import BadRecords
         from fwe_cli.loader.sources.stream import DocumentStream
 

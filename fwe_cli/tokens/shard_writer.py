@@ -15,17 +15,17 @@ from typing import Callable
 
 import numpy as np
 
-from fwe_cli.bootstrap.manifest import fsync_dir
-from fwe_cli.bootstrap.output_errors import on_output
-from fwe_cli.tokens.layout import PARTIAL_SUFFIX
-from fwe_cli.loader.sources.local_files import sha256_file
 from fwe_cli.loader.sources.token_shards import HEADER_BYTES, header, index_path
+from fwe_cli.output.manifest_file import fsync_dir
+from fwe_cli.output.os_errors import on_output
+from fwe_cli.output.verify import sha256_file
+from fwe_cli.tokens.layout import PARTIAL_SUFFIX
 
 _BUFFER = 8 << 20
 
 
 def sha256_of(path: str) -> str:
-    """The loader's sha256_file (what verification compares against), an OSError as the one-line output error."""
+    """sha256_file (what verification compares against), an OSError as the one-line output error."""
     with on_output("read back", path):
         return sha256_file(path)
 

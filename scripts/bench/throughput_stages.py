@@ -161,7 +161,7 @@ def time_ceiling(tokenizer_path: str, texts: list[str], all_candidates: bool = F
     and tokenizers' encode_batch, to show they are slower). Token counts include one end-of-document id per
     document, as in every loader. Returns ({candidate: tokens_per_s, wall_s, cpu_s, tokens}, the id stream of
     the doc batch 256 run: ids + eos per document)."""
-    from fwe_cli.loader.pipeline import usable_cores
+    from fwe_cli.hostinfo import usable_cores
     from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
     cores = usable_cores()
@@ -200,7 +200,7 @@ def time_ceiling(tokenizer_path: str, texts: list[str], all_candidates: bool = F
 def stage_ceiling(args) -> dict:
     """The fastest tokenizer giving the right ids (time_ceiling's best candidate), and its stream's hashes."""
     from scripts.bench.corpus import read_texts
-    from fwe_cli.loader.pipeline import usable_cores
+    from fwe_cli.hostinfo import usable_cores
 
     texts = read_texts(args.data)
     results, stream = time_ceiling(args.tokenizer, texts, args.all_candidates)

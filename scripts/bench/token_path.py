@@ -94,7 +94,7 @@ def parser():
 
 def main(argv: list[str] | None = None) -> int:
     args = harness.parse(parser(), argv)
-    from fwe_cli.loader.pipeline import usable_cores
+    from fwe_cli.hostinfo import usable_cores
 
     os.environ.update(HF_HUB_OFFLINE="1")
     corpus, kind = build_corpus(args.work, args.min_mb, args.synthetic)

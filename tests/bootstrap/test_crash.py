@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_at, manifest_of
-from tests.helpers import REPO_ROOT
+from tests.bootstrap.support import SYNTH, assert_same_output, cli, core_run, killed_then_rerun, manifest_of
+from tests.helpers import fwe_env
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +53,7 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, reference, point, checkp
         point = f"record:{_records_into_part_1(reference, int(2.5 * 2**20))}"
     out = tmp_path / "out"
     args = (*SYNTH, "--out", str(out), "--checkpoint-mb", checkpoint_mb)
-    killed = killed_at(point, *args, tmp=tmp_path)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    before = manifest_of(out)
-    assert before["complete"] is False and before["resume"] is not None
-    done = cli(*args, "--json", tmp=tmp_path)
-    assert done.exit_code == 0, done.stderr
+    before, done = killed_then_rerun(point, out, *args, tmp=tmp_path)
     result = orjson.loads(done.stdout)
     assert result["outcome"] == "target reached" and result["resumed_from_bytes"] == before["resume"]["bytes"]
     if point.startswith("record"):  # ~1.5 MiB of records went to disk after the checkpoint and were kept
@@ -129,12 +124,10 @@ def test_disk_full_artifact_records_the_error(tmp_path):
 
 
 def _spawn(args, tmp_path, faults: dict | None = None) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NSA_FWE_", "FWE_TEST_"))}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env.update(faults or {})
+    """`fwe bootstrap ARGS` started in its own process, not waited for (to be killed from outside, or signalled)."""
     return subprocess.Popen([sys.executable, "-m", "fwe_cli", "bootstrap", *args, "--artifacts-dir",
                              str(tmp_path / "artifacts")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=fwe_env(**(faults or {})))
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:

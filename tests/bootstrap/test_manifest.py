@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from fwe_cli.bootstrap.manifest import FORMAT, Layout, load_manifest, write_manifest
+from fwe_cli.bootstrap.manifest import FORMAT, Layout
+from fwe_cli.output.manifest_file import load_manifest, write_manifest
 from fwe_cli.errors import OutputError
 
 

@@ -7,34 +7,14 @@ The holder of a lock is a child process, synchronized on the line it prints once
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import orjson
 import pytest
 
-from tests.bootstrap.support import cli, file_hashes, manifest_of
-from tests.helpers import REPO_ROOT, write_jsonl
+from tests.bootstrap.support import BOOTSTRAP_OUTPUT, cli, file_hashes, manifest_of
+from tests.helpers import write_jsonl
 
 SMALL = ("--source", "synthetic", "--gb", "0.002", "--file-mb", "1")
-
-# Holds the output's lock the way a running bootstrap does, says so on stdout, and keeps it until stdin closes.
-HOLDER = """
-import sys
-from fwe_cli.bootstrap.manifest import Layout
-from fwe_cli.bootstrap.output_lock import OutputLock
-with OutputLock(Layout.for_out(sys.argv[1])):
-    print("locked", flush=True)
-    sys.stdin.read()
-"""
-
-
-def _hold_lock(out) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=env)
-    assert holder.stdout.readline() == "locked\n"
-    return holder
 
 
 def _files(root) -> dict[str, bytes]:
@@ -58,12 +38,9 @@ def test_a_second_run_on_a_locked_output_is_refused_naming_the_holder(tmp_path, 
     args = ("--source", "synthetic", "--gb", "0.002", "--out", str(out))
     assert cli(*args, tmp=tmp_path).exit_code == 0
     before = _files(tmp_path / "data")
-    holder = _hold_lock(out)
-    try:
+    with BOOTSTRAP_OUTPUT.lock_held_elsewhere(out) as holder:
         refused = cli(*args, "--force", tmp=tmp_path)
-    finally:
-        holder.stdin.close()
-        assert holder.wait(timeout=60) == 0
+    assert holder.returncode == 0
     assert refused.exit_code == 8
     line = " ".join(_one_error_line(refused).split())
     assert f"pid {holder.pid}" in line and "another fwe bootstrap" in line
@@ -76,9 +53,9 @@ def test_a_lock_held_by_a_killed_run_is_not_stale(tmp_path):
     """Class 1: kill -9 of the lock holder releases the lock (the kernel drops it): the next run proceeds, and
     the lock file the killed run left does not make the output look foreign."""
     out = tmp_path / "out"
-    holder = _hold_lock(out)
-    holder.kill()
-    holder.wait(timeout=60)
+    with BOOTSTRAP_OUTPUT.lock_held_elsewhere(out) as holder:
+        holder.kill()
+        holder.wait(timeout=60)
     assert (out / ".fwe-bootstrap.lock").read_text().strip() == str(holder.pid)
     result = cli(*SMALL, "--out", str(out), tmp=tmp_path)
     assert result.exit_code == 0, result.stderr

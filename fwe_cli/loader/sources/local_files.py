@@ -15,7 +15,6 @@ What `resolve_files` guarantees about the list it returns:
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import glob
 import itertools
 import os
@@ -26,6 +25,7 @@ from typing import Iterator
 import orjson
 
 from fwe_cli.errors import InputError, SourceError, os_error_line
+from fwe_cli.output.verify import listed_file_problems
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + (".txt", ".parquet")
@@ -254,46 +254,3 @@ def _once(paths: list[str]) -> list[str]:
             seen.add(real)
             out.append(path)
     return out
-
-
-HASH_BLOCK = 1 << 20
-
-
-def sha256_file(path: str, limit: int | None = None) -> str:
-    """sha256 of the file (or of its first `limit` bytes)."""
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        remaining = limit
-        while remaining is None or remaining > 0:
-            block = handle.read(HASH_BLOCK if remaining is None else min(HASH_BLOCK, remaining))
-            if not block:
-                break
-            digest.update(block)
-            if remaining is not None:
-                remaining -= len(block)
-    return digest.hexdigest()
-
-
-def listed_file_problems(directory: str, manifest: dict, rehash: bool) -> list[dict]:
-    """One {name, problem} per file a bootstrap manifest lists (names relative to `directory`) that is missing, of the
-    wrong size or (with rehash) the wrong sha256: the one comparison of parts with their manifest, for the loader,
-    `fwe bootstrap --verify` and resume."""
-    problems = []
-    for entry in manifest.get("files", []):
-        path = os.path.join(directory, entry["name"])
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            problems.append({"name": entry["name"], "problem": "missing"})
-            continue
-        if size != entry["bytes"]:
-            problems.append({"name": entry["name"], "problem": f"{size} bytes, manifest says {entry['bytes']}"})
-        elif rehash:
-            try:
-                differs = sha256_file(path) != entry["sha256"]
-            except OSError as exc:  # unreadable, or a directory under the part's name
-                problems.append({"name": entry["name"], "problem": os_error_line("read", path, exc)})
-                continue
-            if differs:
-                problems.append({"name": entry["name"], "problem": "sha256 differs from the manifest"})
-    return problems

@@ -20,24 +20,24 @@ shards are read instead of the text (the batches are the same) and a note says s
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Iterator
 
 import numpy as np
-
-import warnings
 
 from fwe_cli.errors import ConfigError, FweNotice, InputError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.file_sources import LocalPath
 from fwe_cli.loader.sources.local_files import (
-    MANIFEST_NAME, bootstrap_manifest_path, check_regular_file, listed_file_problems, manifest_problem, no_text,
-    read_manifest, resolve_files,
+    MANIFEST_NAME, bootstrap_manifest_path, check_regular_file, manifest_problem, no_text, read_manifest,
+    resolve_files,
 )
 from fwe_cli.loader.sources.token_shards import (
     INDEX_SUFFIX, TOKENS_FORMAT, ShardFormatError, read_header, read_shard,
 )
 from fwe_cli.loader.tokenization.names import same_name
+from fwe_cli.output.verify import listed_file_problems
 
 BACKEND = "token-shards"
 BOOTSTRAP_TOKENS = "tokens"  # OUT/tokens/ beside a bootstrap's parts (OUT.tokens/ beside a single-file bootstrap)

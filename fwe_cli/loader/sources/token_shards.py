@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+TOKENS_FORMAT = "fwe-tokens/1"  # the `format` of a token directory's manifest.json (fwe tokenize's output)
 MAGIC = 20240520
 TOKENS_FORMAT = "fwe-tokens/1"
 HEADER_INTS = 256

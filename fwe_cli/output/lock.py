@@ -1,10 +1,11 @@
-"""The advisory lock that keeps two `fwe bootstrap` runs off one output.
+"""The advisory lock that keeps two runs (`fwe bootstrap`, `fwe tokenize`) off one output.
 
 Two runs on the same --out would both append to the same `.partial` files and both replace the manifest, so the
-output would hold neither run's data. A run therefore holds an exclusive flock(2) on `Layout.lock_path`
-(`OUT/.fwe-bootstrap.lock`, or `OUT.jsonl.lock` beside a single-file output) from before it reads the manifest until
-it returns. The kernel drops the lock when the process dies, kill -9 included, so a lock is never stale; a lock
-*file* left by a killed run is harmless and reused. The file holds the holder's PID, which a refused run names.
+output would hold neither run's data. A run therefore holds an exclusive flock(2) on its layout's `lock_path`
+(a bootstrap's `OUT/.fwe-bootstrap.lock` or `OUT.jsonl.lock`, a token directory's `OUT/.fwe-tokens.lock`) from
+before it reads the manifest until it returns. The kernel drops the lock when the process dies, kill -9 included,
+so a lock is never stale; a lock *file* left by a killed run is harmless and reused. The file holds the holder's
+PID, which a refused run names.
 
 The holder deletes the file before it lets go, so a finished output keeps no lock file. A run that opened the
 file just before the delete could then lock an inode no longer reachable by name, which guards nothing: after
@@ -16,9 +17,10 @@ from __future__ import annotations
 import fcntl
 import os
 
-from fwe_cli.bootstrap.manifest import Layout
-from fwe_cli.bootstrap.output_errors import on_output, output_error
 from fwe_cli.errors import OutputError
+from fwe_cli.output.kind import OutputLayout
+from fwe_cli.output.nearest_existing import nearest_existing
+from fwe_cli.output.os_errors import on_output, resumable_output_error
 
 _ATTEMPTS = 10  # each retry means another run released the lock between our open and our flock: never many
 
@@ -27,11 +29,10 @@ class OutputLock:
     """`with OutputLock(layout):` holds the output's lock (creating its directory), or raises OutputError at once
     naming the PID of the run that holds it."""
 
-    def __init__(self, layout: Layout, command: str = "fwe bootstrap"):
-        """`layout`: a bootstrap Layout, or any object with `out`, `directory` and `lock_path` (fwe tokenize's);
-        `command`: what a refused run says holds the lock."""
+    def __init__(self, layout: OutputLayout):
+        """`layout`: the output's paths; a refused run names its kind's command as the holder."""
         self.layout = layout
-        self.command = command
+        self.command = layout.kind.command
         self.path = layout.lock_path
         self._fd = -1
         self._created: list[str] = []  # directories this run created, deepest first: removed again if left empty
@@ -54,10 +55,7 @@ class OutputLock:
         raise OutputError(f"cannot lock {self.path}: other runs kept taking and releasing it")
 
     def _make_directory(self) -> None:
-        directory, missing = self.layout.directory, []
-        while directory and not os.path.lexists(directory):
-            missing.append(directory)
-            directory = os.path.dirname(directory)
+        _, missing = nearest_existing(self.layout.directory)
         with on_output("create directory", self.layout.directory):
             os.makedirs(self.layout.directory, exist_ok=True)
         self._created = missing or self._created
@@ -74,7 +72,7 @@ class OutputLock:
                               "to resume") from None
         except OSError as exc:  # e.g. a filesystem without locks (ENOLCK)
             os.close(fd)
-            raise output_error("lock", self.path, exc) from None
+            raise resumable_output_error("lock", self.path, exc) from None
         try:
             mine, named = os.fstat(fd), os.stat(self.path)
         except FileNotFoundError:

@@ -1,6 +1,8 @@
-"""Fault injection for the crash-safety tests of `fwe bootstrap`; inert unless its variables are set.
+"""Fault injection for the crash-safety tests of `fwe bootstrap` and `fwe tokenize`; inert unless its variables are
+set.
 
-- FWE_TEST_CRASH_AT=POINT:N  kill this process with SIGKILL the N-th time it reaches POINT. Points:
+- FWE_TEST_CRASH_AT=POINT:N  kill this process with SIGKILL the N-th time it reaches POINT. Points, in `fwe bootstrap`
+  (fwe_cli/bootstrap/run.py, part_writer.py):
     record        just after a record was handed to the part writer (maybe still in a buffer)
     part-fsynced  a part is complete and fsynced under its temporary name, not yet renamed
     part-renamed  a part was renamed to its final name; the manifest does not list it yet
@@ -12,7 +14,7 @@
     (manifest-tmp as above)
 - FWE_TEST_SIGINT_AT=POINT:N  send this process SIGINT (Ctrl-C) the N-th time it reaches POINT: an interrupt at a
   known moment, so a test of Ctrl-C never races the run's end.
-- FWE_TEST_ENOSPC_AFTER_BYTES=N  part-file writes fail with ENOSPC ("No space left on device") once N bytes
+- FWE_TEST_ENOSPC_AFTER_BYTES=N  bootstrap part-file writes fail with ENOSPC ("No space left on device") once N bytes
   have been written by this process; the write that crosses N first writes what fits, as a full disk does.
 - FWE_TEST_WRITE_ERRNO=NAME  with FWE_TEST_ENOSPC_AFTER_BYTES, fail with this errno instead (EROFS, EIO, EACCES...):
   an output that becomes unwritable mid-run, reproducible without root or a real read-only mount.
