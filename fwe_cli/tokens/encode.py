@@ -9,21 +9,21 @@ end-of-text id, inside the document. `splits_by_literal` says when that literal 
 (1 + occurrences of the literal)-th end-of-text id, and the total is checked. Otherwise, or when the check fails,
 each document is encoded on its own (exact, slower).
 
-Batches are encoded on a thread pool (both backends release the GIL; nothing forks) and taken strictly in
-submission order, so the output never depends on thread count or timing; the tiktoken backend is used only once
-proven to give identical ids (UpgradingTokenizer), so it cannot change the output either.
+Batches are encoded on a thread pool (fwe_cli.loader.in_order: both backends release the GIL; nothing forks) and
+taken strictly in submission order, so the output never depends on thread count or timing; the tiktoken backend is
+used only once proven to give identical ids (UpgradingTokenizer), so it cannot change the output either.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from fwe_cli.errors import TokenizerError
+from fwe_cli.loader.in_order import in_order
 
 DOC_BATCH = 256  # documents per encode call: large enough that per-call overhead vanishes, small enough to spread
 
@@ -133,24 +133,14 @@ class DocEncoder:
                 if len(chunk) < self.doc_batch:
                     return
 
-        def job(chunk: list, bads: list) -> Encoded:
-            texts = [d.text for d in chunk]
-            tokens, lengths = self.encode(texts)
-            return Encoded(tokens, lengths, [d.resume for d in chunk], bads)
+        def job(chunk: list) -> tuple[np.ndarray, np.ndarray]:
+            return self.encode([d.text for d in chunk])
 
         if self.threads == 1:
             for chunk, bads in chunks():
-                yield job(chunk, bads)
+                yield Encoded(*job(chunk), [d.resume for d in chunk], bads)
             return
-        pending: deque[Future] = deque()
         pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokens")
-        try:
-            for chunk, bads in chunks():
-                pending.append(pool.submit(job, chunk, bads))
-                while len(pending) >= 2 * self.threads or (pending and pending[0].done()):
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        for (tokens, lengths), (chunk, bads) in in_order(pool, self.threads, job, ((c, (c, b)) for c, b in chunks())):
+            yield Encoded(tokens, lengths, [d.resume for d in chunk], bads)
 

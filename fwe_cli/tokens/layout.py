@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, TOKENS_FORMAT, dtype_for, version_for
+from fwe_cli.loader.tokenization.names import BYTE, BYTE_DESCRIPTION, vocabulary_hash
 from fwe_cli.output.kind import OutputKind
 from fwe_cli.output.os_errors import on_output
 from fwe_cli.output.verify import verify_output
@@ -29,7 +30,6 @@ LOCK_NAME = ".fwe-tokens.lock"
 SHARD_PREFIX = "fineweb_train_"
 PARTIAL_SUFFIX = ".partial"
 _OWN_RE = re.compile(rf"^{SHARD_PREFIX}(\d{{6,}})(\.bin|{re.escape(INDEX_SUFFIX)})({re.escape(PARTIAL_SUFFIX)})?$")
-BYTE_DESCRIPTION = b"fwe byte tokenizer: UTF-8 bytes are ids 0..255, end-of-text id 256, vocab_size 257"
 
 
 def _shards_problem(manifest: dict) -> str | None:
@@ -113,20 +113,23 @@ class TokensLayout:
 
 
 def tokenizer_identity(tokenizer, spec: str) -> dict:
-    """What decides the ids: the spec, the sha256 of the tokenizer.json bytes (of BYTE_DESCRIPTION for 'byte'), the
-    vocabulary size, the end-of-text id, and the shard dtype that follows from the size."""
+    """What decides the ids: the spec, the vocabulary hash (tokenization.names: what decides the ids, so GPT-2 built
+    offline and the Hub's hash alike) and the sha256 of the tokenizer.json bytes (of the byte tokenizer's description
+    for 'byte'), the vocabulary size, the end-of-text id, and the shard dtype that follows from the size."""
     path = getattr(tokenizer, "path", None)
-    if spec == "byte":
-        digest = hashlib.sha256(BYTE_DESCRIPTION).hexdigest()
+    if spec == BYTE:
+        data = None
     else:
         if path is None:
             from fwe_cli.loader.tokenization.doc_tokenizer import resolve_tokenizer_file
 
             path = resolve_tokenizer_file(spec)
         with open(path, "rb") as handle:
-            digest = hashlib.sha256(handle.read()).hexdigest()
+            data = handle.read()
     version = version_for(tokenizer.vocab_size)
-    return {"name": spec, "vocab_sha256": digest, "vocab_size": int(tokenizer.vocab_size), "eot": int(tokenizer.eos_id),
+    return {"name": spec, "vocab_hash": vocabulary_hash(data),
+            "vocab_sha256": hashlib.sha256(BYTE_DESCRIPTION if data is None else data).hexdigest(),
+            "vocab_size": int(tokenizer.vocab_size), "eot": int(tokenizer.eos_id),
             "eot_token": getattr(tokenizer, "eos_token", None), "source": getattr(tokenizer, "source", "builtin"),
             "version": version, "dtype": dtype_for(version).name}
 

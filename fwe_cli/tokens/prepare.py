@@ -1,7 +1,7 @@
 """What a `fwe tokenize` run starts from: a fresh output, a resume, a finished output, or a refusal.
 
-A resume must read the same source files (path, size, modification time) with the same tokenizer (spec and
-vocabulary sha256) into shards of the same size: anything else would mix two outputs in one, so it is refused
+A resume must read the same source files (path, size, modification time: the source's fingerprint) with the same
+tokenizer (spec and vocabulary hash) into shards of the same size: anything else would mix two outputs in one, so it is refused
 (exit 8) naming what differs, unless --force (the decision is fwe_cli/output/prepare.py's; what differs is said
 here). Called with the output's lock held: it may delete files.
 """
@@ -19,17 +19,25 @@ from fwe_cli.tokens.layout import TokensLayout
 _PLAIN = (".jsonl", ".json", ".txt", ".ndjson")  # formats whose resume offset is a byte offset of the file
 
 
-def source_fingerprint(src: str) -> tuple[list[str], dict]:
-    """(the files `src` names, in reading order, as the loader lists them; the manifest's `source` record)."""
-    from fwe_cli.loader.sources.local_files import resolve_files
+def open_text_source(src: str):
+    """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads. A
+    token directory has no text to tokenize: SourceError saying so."""
+    from fwe_cli.loader.sources.local_files import no_text
+    from fwe_cli.loader.sources.registry import open_source
+    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 
-    files = resolve_files(src)
-    listed = []
-    for path in files:
-        info = os.stat(path)
-        listed.append({"path": os.path.abspath(path), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns})
-    return files, {"kind": "local", "path": os.path.abspath(src), "files": listed,
-                   "bytes": sum(f["bytes"] for f in listed)}
+    source = open_source(SourceSpec("local", local_path=src), ReadOptions())
+    if source.reads_tokens:
+        raise no_text(src)
+    source.open(lambda stage: None)
+    return source
+
+
+def source_record(source) -> dict:
+    """The manifest's `source` record: where, and the files as they are (the source's fingerprint)."""
+    files = source.fingerprint()
+    return {"kind": "local", "path": os.path.abspath(source.spec.local_path), "files": files,
+            "bytes": sum(f["bytes"] for f in files)}
 
 
 def source_offset(resume: dict | None, source: dict) -> int:
@@ -48,7 +56,8 @@ def source_offset(resume: dict | None, source: dict) -> int:
 def fresh_manifest(config, identity: dict, source: dict) -> dict:
     return {
         "format": TOKENS_FORMAT, "complete": False, "fwe_version": fwe_cli.__version__,
-        "tokenizer": {k: identity[k] for k in ("name", "vocab_sha256", "vocab_size", "eot", "eot_token", "source")},
+        "tokenizer": {k: identity[k] for k in ("name", "vocab_hash", "vocab_sha256", "vocab_size", "eot", "eot_token",
+                                               "source")},
         "vocab_size": identity["vocab_size"], "eot": identity["eot"],
         "version": identity["version"], "dtype": identity["dtype"], "shard_tokens": config.shard_tokens,
         "header": {"magic": MAGIC, "ints": HEADER_INTS, "eot_before_each_document": True},
@@ -58,26 +67,28 @@ def fresh_manifest(config, identity: dict, source: dict) -> dict:
     }
 
 
-def _differences(manifest: dict, config, identity: dict, source: dict) -> list[str]:
-    old, then = manifest.get("tokenizer") or {}, manifest.get("source") or {}
+def _differences(manifest: dict, config, identity: dict, text) -> list[str]:
+    old, then, path = manifest.get("tokenizer") or {}, manifest.get("source") or {}, source_record(text)["path"]
     out = prepare.differences(
         {"tokenizer": old.get("name"), "shard_tokens": manifest.get("shard_tokens"), "source": then.get("path")},
-        {"tokenizer": identity["name"], "shard_tokens": config.shard_tokens, "source": source["path"]},
+        {"tokenizer": identity["name"], "shard_tokens": config.shard_tokens, "source": path},
         {"source": ("source", str)})
-    if old.get("name") == identity["name"] and old.get("vocab_sha256") != identity["vocab_sha256"]:
-        out.append(f"tokenizer {identity['name']!r}'s vocabulary differs (tokenizer.json sha256 "
-                   f"{str(old.get('vocab_sha256'))[:12]}… there, {identity['vocab_sha256'][:12]}… now)")
-    if then.get("path") == source["path"] and then.get("files") != source["files"]:
-        old_files = {f["path"]: f for f in then.get("files") or []}
-        changed = [f["path"] for f in source["files"] if old_files.get(f["path"]) != f] or [source["path"]]
-        out.append(f"the source changed since ({changed[0]}; {len(old_files)} files then, "
-                   f"{len(source['files'])} now)")
+    # the ids are the same when the vocabulary is (GPT-2 built offline and fetched from the Hub); an output made before
+    # the vocabulary hash was recorded is compared by its tokenizer.json's bytes
+    key = "vocab_hash" if "vocab_hash" in old else "vocab_sha256"
+    if old.get("name") == identity["name"] and old.get(key) != identity[key]:
+        out.append(f"tokenizer {identity['name']!r}'s vocabulary differs ({key} {str(old.get(key))[:12]}… there, "
+                   f"{identity[key][:12]}… now)")
+    change = text.changed(then.get("files")) if then.get("path") == path else None
+    if change is not None:
+        out.append(f"the source changed since ({change})")
     return out
 
 
-def prepare_output(config, layout: TokensLayout, identity: dict, source: dict) -> dict:
+def prepare_output(config, layout: TokensLayout, identity: dict, text) -> dict:
     """The manifest to continue from (a fresh one for a new output or with --force), after removing the files a
-    killed run left that the manifest does not list; OutputError for an output this run must not touch."""
+    killed run left that the manifest does not list; OutputError for an output this run must not touch. `text`: the
+    opened source (open_text_source)."""
     manifest = prepare.prepare_output(layout, config.force,
-                                      lambda manifest: _differences(manifest, config, identity, source))
-    return manifest or fresh_manifest(config, identity, source)
+                                      lambda manifest: _differences(manifest, config, identity, text))
+    return manifest or fresh_manifest(config, identity, source_record(text))

@@ -28,7 +28,7 @@ from fwe_cli.output.manifest_file import write_manifest
 from fwe_cli.output.progress_clock import ProgressClock
 from fwe_cli.tokens.encode import DocEncoder
 from fwe_cli.tokens.layout import TokensLayout, tokenizer_identity
-from fwe_cli.tokens.prepare import prepare_output, source_fingerprint, source_offset
+from fwe_cli.tokens.prepare import open_text_source, prepare_output, source_offset
 from fwe_cli.tokens.shard_writer import ShardWriter
 
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py
@@ -82,9 +82,9 @@ class _Run:
 
         tokenizer = load_tokenizer(self.config.tokenizer, self.config.backend)
         with OutputLock(layout):
-            files, fingerprint = source_fingerprint(self.config.src)
+            text = open_text_source(self.config.src)
             identity = tokenizer_identity(tokenizer, self.config.tokenizer)
-            manifest = prepare_output(self.config, layout, identity, fingerprint)
+            manifest = prepare_output(self.config, layout, identity, text)
             self.manifest = manifest
             if manifest["complete"]:
                 return self.result("already_complete", manifest["totals"]["tokens"])
@@ -94,14 +94,14 @@ class _Run:
             write_manifest(layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
             self.start_tokens = manifest["totals"]["tokens"]
             try:
-                outcome = self._tokenize(tokenizer, files, identity)
+                outcome = self._tokenize(tokenizer, identity)
             except DiskSpaceError as exc:
                 raise DiskSpaceError(f"disk full while writing {layout.out}: {exc}") from exc
             except OSError as exc:  # writes to the output raise OutputError (output/os_errors.py): the source's
                 raise SourceError(os_error_line("read source", str(exc.filename or self.config.src), exc)) from None
             return self.result(outcome, self.start_tokens)
 
-    def _tokenize(self, tokenizer, files: list[str], identity: dict) -> str:
+    def _tokenize(self, tokenizer, identity: dict) -> str:
         from fwe_cli.loader.config import resolve_config
         from fwe_cli.loader.sources.bad_records import BadRecords
         from fwe_cli.loader.sources.stream import DocumentStream

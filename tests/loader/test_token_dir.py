@@ -152,3 +152,31 @@ def test_a_bootstrap_is_read_from_the_shards_made_from_it(tmp_path):
     os.utime(part, ns=(part.stat().st_atime_ns, part.stat().st_mtime_ns + 10**9))  # the bootstrap changed since
     changed, _ = smoke("--tokenizer", "byte")
     assert changed["tokenizer"]["backend"] == "byte"
+
+
+def test_a_token_directory_is_matched_by_its_vocabulary_not_its_tokenizers_name(tmp_path, gpt2_tokenizer_json):
+    """Tokenized with --tokenizer tok/tokenizer.json: the same vocabulary written another way (a reformatted copy, as
+    GPT-2 built offline differs from the Hub's file) reads the shards; a different vocabulary later written under the
+    very name the manifest records is refused naming both, where a match by name let it through."""
+    import json
+    import shutil
+
+    from fwe_cli.tokens.run import run_tokenize, tokenize_config
+
+    tok = tmp_path / "tok" / "tokenizer.json"
+    tok.parent.mkdir()
+    shutil.copy(gpt2_tokenizer_json, tok)
+    docs = write_jsonl(tmp_path / "docs.jsonl", [{"text": f"document number {i} about tokens"} for i in range(20)])
+    out = tmp_path / "tokens"
+    run_tokenize(tokenize_config(str(docs), str(out), str(tok)))
+    data = json.loads(tok.read_text())
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(data, indent=1, sort_keys=True))  # other bytes, same ids
+    same = invoke("smoke", "--local-path", str(out), "--tokenizer", str(copy), "--seq-len", "32", "--batches", "1",
+                  "--artifacts-dir", str(tmp_path / "a"))
+    assert same.exit_code == 0, same.stderr
+    data["model"]["merges"] = data["model"]["merges"][:-1]  # another vocabulary under the recorded name
+    tok.write_text(json.dumps(data))
+    other = invoke("smoke", "--local-path", str(out), "--tokenizer", str(tok), "--seq-len", "32", "--batches", "1",
+                   "--artifacts-dir", str(tmp_path / "a"))
+    assert other.exit_code == 2 and "was tokenized with" in other.stderr, other.stderr
