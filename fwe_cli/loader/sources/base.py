@@ -19,11 +19,8 @@ from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the kinds' modules import this one: annotations naming their types stay unimported strings
     from fwe_cli.loader.shard import Shard
-    from fwe_cli.loader.sources.records import Records
-    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-    from fwe_cli.loader.sources.token_dir import ShardTokens
 
 Order = Callable[[list, int], list]
 """How files are ordered in an epoch: (files, epoch) -> files (as listed, or permuted by the shuffle)."""

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from fwe_cli.loader.sources.bad_records import BadRecords
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the Source a Records reads imports this module: its type stays an unimported string)
     from fwe_cli.loader.shard import Shard
-    from fwe_cli.loader.sources.base import Source
 
 
 class Records:

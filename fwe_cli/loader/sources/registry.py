@@ -7,18 +7,15 @@ what it needs to know: its fields, whether it shuffles, whether it talks to the 
 itself. Adding a kind means adding one module with its Source class and one line here.
 
 Classes are named as 'module:Class' under fwe_cli.loader.sources and imported when first asked for, so naming a kind
-(validating a flag, `fwe --help`) loads none of their readers.
+(validating a flag, `fwe --help`) loads none of their readers; nothing is imported here at all (the spec module,
+which validates a kind, imports this one), so the types in annotations are names only.
 """
 
 from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from fwe_cli.loader.sources.base import Source
-    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 
 SOURCES: dict[str, tuple[str, ...]] = {
     "hub": ("hub_native:HubNative", "hub_datasets:HubDatasets"),
