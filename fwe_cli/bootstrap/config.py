@@ -14,7 +14,7 @@ from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.spec import FLAT_FIELDS, SourceSpec
 from fwe_cli.errors import ConfigError
-from fwe_cli.bootstrap.manifest import Layout
+from fwe_cli.loader.sources.bootstrap_format import Layout
 
 FIELDS = ("text", "all")
 SLURM_COUNT, SLURM_ID, SLURM_MIN = "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN"

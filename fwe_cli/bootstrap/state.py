@@ -13,7 +13,7 @@ import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.errors import OutputError
-from fwe_cli.bootstrap.manifest import FORMAT, Layout
+from fwe_cli.loader.sources.bootstrap_format import FORMAT, Layout
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records

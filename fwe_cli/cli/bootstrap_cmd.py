@@ -76,13 +76,13 @@ def _summary(result: dict, artifact: str) -> None:
 
 def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
-    from fwe_cli.bootstrap.manifest import Layout
+    from fwe_cli.loader.sources.bootstrap_format import Layout
 
     return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
 
 
 def _verify(out: str, json_out: bool) -> None:
-    from fwe_cli.bootstrap.manifest import verify_bootstrap  # the core loads when a command runs, not for --help
+    from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap  # the core loads when a command runs, not for --help
 
     report = verify_bootstrap(out)
     report_verify(report, f"{report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB", json_out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwe_cli.bootstrap.config import bootstrap_config
-from fwe_cli.bootstrap.manifest import Layout
+from fwe_cli.loader.sources.bootstrap_format import Layout
 from fwe_cli.bootstrap.run import run_bootstrap
 from tests.output_support import ResumableOutput
 

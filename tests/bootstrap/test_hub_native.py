@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fwe_cli.bootstrap.config import bootstrap_config
-from fwe_cli.bootstrap.manifest import Layout
+from fwe_cli.loader.sources.bootstrap_format import Layout
 from fwe_cli.bootstrap.run import run_bootstrap
 from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manifest_of
 from tests.helpers import run_fwe

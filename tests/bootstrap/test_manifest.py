@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fwe_cli.bootstrap.manifest import FORMAT, Layout
+from fwe_cli.loader.sources.bootstrap_format import FORMAT, Layout
 from fwe_cli.output.manifest_file import load_manifest, write_manifest
 from fwe_cli.errors import OutputError
 

@@ -16,7 +16,7 @@ import pytest
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.loader.config import Shard, resolve_config
-from fwe_cli.bootstrap.part_writer import PartWriter
+from fwe_cli.output.part_writer import PartWriter
 from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.registry import open_source
@@ -206,7 +206,7 @@ def test_part_writer_threads_hash_and_write_every_chunk_in_order(tmp_path, monke
     """With small chunks and an early-writeback step every few chunks, the hasher and writer threads see every
     chunk once and in order: the file is the lines joined and its sha256 is the manifest's, also when the
     early-writeback hint fails (it is only a speed-up)."""
-    import fwe_cli.bootstrap.part_writer as part_writer
+    import fwe_cli.output.part_writer as part_writer
 
     monkeypatch.setattr(part_writer, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(part_writer, "WRITEBACK_BYTES", 3 * 4096)

@@ -1,11 +1,13 @@
-"""One bootstrap part written crash-safely: appended under a temporary name, hashed, fsynced, then renamed.
+"""One part of lines written crash-safely: appended under a temporary name, hashed, fsynced, then renamed (a
+bootstrap's parts: `fwe bootstrap`, and the loader growing a bootstrap with its Hub tail).
 
 Lines are gathered into 1 MiB chunks, handed to two threads with bounded queues of 8 chunks: one hashes
-(`fwe-bootstrap-hasher`, fwe_cli/bootstrap/chunk_hasher.py), one writes (`fwe-bootstrap-writer`, which also runs the checkpoints' fsyncs).
+(`fwe-bootstrap-hasher`, chunk_hasher.py), one writes (`fwe-bootstrap-writer`, which also runs the checkpoints'
+fsyncs).
 sha256 and write() release the GIL, so both overlap the JSON parsing on the calling thread. Every 8 MiB
 written, the writer asks the kernel to start writing those bytes to disk (posix_fadvise DONTNEED starts
 writeback without waiting for it), so a checkpoint's or the part's fsync finds little left to wait for.
-The chunk size, queue depth and writeback step were chosen with scripts/bench_bootstrap.py (figures in
+The chunk size, queue depth and writeback step were chosen with scripts/bench/bootstrap.py (figures in
 runbooks/bootstrap.md, "Why these sizes").
 
 Resume: `PartWriter(..., valid_bytes=V, valid_lines=L, resume=True)` trusts the first V bytes of the temporary file (they
@@ -24,7 +26,7 @@ import threading
 from typing import Callable
 
 from fwe_cli.errors import OutputError
-from fwe_cli.bootstrap.chunk_hasher import QUEUE_CHUNKS, STALL_TIMEOUT_S, ChunkHasher
+from fwe_cli.output.chunk_hasher import QUEUE_CHUNKS, STALL_TIMEOUT_S, ChunkHasher
 from fwe_cli.output.faults import NO_FAULTS, Faults
 from fwe_cli.output.manifest_file import fsync_dir
 from fwe_cli.output.os_errors import on_output

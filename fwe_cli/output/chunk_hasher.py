@@ -1,4 +1,4 @@
-"""Feeding a part's chunks to its sha256 on a thread of its own, beside the part writer's (fwe_cli/bootstrap/part_writer.py)."""
+"""Feeding a part's chunks to its sha256 on a thread of its own, beside the part writer's (fwe_cli/output/part_writer.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ChunkHasher:
     """Feeds chunks to a hash object on its own thread (`fwe-bootstrap-hasher`), beside the writer thread.
 
     sha256 was the largest cost of the writer thread; hashing and writing
-    one after the other there made it the bottleneck of a local bootstrap (see fwe_cli/bootstrap/part_writer.py)."""
+    one after the other there made it the bottleneck of a local bootstrap (see fwe_cli/output/part_writer.py)."""
 
     def __init__(self, digest, path: str):
         self._digest = digest

@@ -1,4 +1,5 @@
-"""The JSONL line a bootstrap writes for each source record (--fields text | all)."""
+"""The JSONL line a bootstrap writes for each source record (--fields text | all): `fwe bootstrap`'s, and the
+loader's when it grows a bootstrap with its Hub tail."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The bootstrap output: where a bootstrap's files live, what kind of manifest lists them, and how it is verified
-(writing, reading, preparing and verifying a manifest is fwe_cli/output's, shared with `fwe tokenize`).
+"""The bootstrap format: where a bootstrap's files live, what kind of manifest lists them, and how it is verified
+(writing, reading, preparing and verifying a manifest is fwe_cli/output's, shared with `fwe tokenize`). Beside its
+readers (local_files, file_sources, head_tail), for its two writers: `fwe bootstrap` and the loader growing a
+bootstrap with its Hub tail (growth).
 
 Two layouts:
 - a directory (the default): `manifest.json` plus `part-00000.jsonl`, `part-00001.jsonl`, ...
@@ -21,8 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fwe_cli.loader.sources.local import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX
-from fwe_cli.loader.sources.local_files import manifest_problem
+from fwe_cli.loader.sources.local_files import MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, manifest_problem
 from fwe_cli.output.kind import OutputKind
 from fwe_cli.output.os_errors import on_output
 from fwe_cli.output.verify import verify_output
