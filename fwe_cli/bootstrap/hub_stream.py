@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import Future
+from typing import Callable
 
 from fwe_cli.bootstrap.config import BootstrapConfig
 from fwe_cli.bootstrap.hub_convert import convert_group, watch_parent
@@ -26,7 +27,7 @@ from fwe_cli.bootstrap.hub_download import Downloads, remove_tree
 from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.sources.hub_listing import HubListing
-from fwe_cli.loader.sources.local import BadRecords
+from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.output.disk_preflight import preflight_disk
 
 TASKS_PER_WORKER = 2
@@ -69,12 +70,29 @@ class HubFileStream:
         self._current = (self._file, 0.0)  # (file, fraction of its rows converted)
         self._downloads: Downloads | None = None
         self._pool = None
+        self.on_file: Callable[[int], None] = lambda k: None
+        """Called with k before the first line of this node's file k (read from its start) is yielded."""
 
     def manifest_fields(self) -> dict:
-        """What the manifest records about the source: reader, revision and this node's files."""
+        """What the manifest records about the source: reader, revision, the listing read and this node's files."""
         return {"hub_reader": "native", "hub_files_total": len(self.listing.files),
+                "hub_listing": [{"path": f.path, "bytes": f.size, "sha256": f.sha256} for f in self.listing.files],
                 "hub_files": [{"index": i, "path": f.path, "bytes": f.size, "sha256": f.sha256}
                               for i, f in zip(self.owned, self.files)]}
+
+    def next_document(self) -> dict | None:
+        """Where the first document not yet yielded is: {"file": its listing index, "group", "row": rows of that
+        group before it, "index": good documents yielded}, past row groups and files already read whole; None
+        when this node's files are all read."""
+        k, g, row = self._file, self._group, self._row
+        rows = self._groups[k][1] if k in self._groups else None
+        if rows is not None and g < len(rows) and row >= rows[g]:
+            g, row = g + 1, 0
+        if rows is not None and g >= len(rows):
+            k, g, row = k + 1, 0, 0
+        if k >= len(self.files):
+            return None
+        return {"file": self.owned[k], "group": g, "row": row, "index": self._index}
 
     def open(self) -> "HubFileStream":
         if self._downloads is not None:
@@ -176,6 +194,8 @@ class HubFileStream:
     def __iter__(self):
         self.open()
         for k, g, start, (jsonl, bad, rows) in self._results():
+            if (g, start) == (0, 0):
+                self.on_file(k)
             self._file, self._group, self._row = k, g, start
             lines = jsonl.splitlines(keepends=True)  # orjson escapes \n and \r inside strings
             if bad:
@@ -234,7 +254,8 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
                            bad=BadRecords(**resume["bad_records"]) if resume else None,
                            workers=config.workers, ahead=config.downloads,
                            remaining=config.target_bytes - (resume["bytes"] if resume else 0))
-    if manifest is not None and manifest.get("hub_files") != stream.manifest_fields()["hub_files"]:
+    started = [{key: v for key, v in f.items() if key != "first"} for f in (manifest or {}).get("hub_files") or []]
+    if manifest is not None and started != stream.manifest_fields()["hub_files"]:
         raise OutputError(f"the Hub listing of {spec.dataset} at {listing.revision} no longer has the files this "
                           "bootstrap started with; pass --force to start over")
     largest = sorted((f.size for f in stream.files[stream.position()["file"]:]), reverse=True)

@@ -152,6 +152,8 @@ class _Run:
     def copy(self, stream: Records, resume: dict | None) -> dict:
         """Write records from `stream` into parts, from the resume point if any; returns the result dict."""
         self.writer = self._reopen_part(resume) if resume else None
+        if hasattr(stream, "on_file"):  # the Hub, file by file: where each file's lines start (for --tail hub)
+            stream.on_file = self._file_starts
         self.progress(force=True)
         try:
             outcome = self._copy_records(stream)
@@ -227,14 +229,26 @@ class _Run:
         where = exc.filename or config.source.where()
         return SourceError(os_error_line("read source", str(where), exc))
 
+    def _file_starts(self, k: int) -> None:
+        """This node's file `k` of the Hub listing starts with the next line: record where (part, byte, line)."""
+        writer = self.writer
+        self.manifest["hub_files"][k]["first"] = {"part": self.part, "offset": writer.size if writer else 0,
+                                                  "line": writer.lines if writer else 0}
+
     def _record_outcome(self, outcome: str, stream: Records) -> None:
         """Mark the manifest complete (unless interrupted), close this run's entry and write it."""
         if outcome != "interrupted":
             if self.documents == 0:
                 raise SourceError(f"the source produced no documents ({stream.bad.count} bad records); "
                                   "nothing was staged")
+            reached = outcome == "target reached"
             self.manifest.update(complete=True, finished=utc_iso(), resume=None, bad_records=stream.bad.to_dict(),
-                                 source_exhausted=outcome != "target reached")
+                                 source_exhausted=not reached,
+                                 # where the next document is: `fwe bootstrap` with a larger --gb continues there,
+                                 # and for the Hub (`hub_next`: listing file, row group, row) the loader's --tail hub
+                                 next=stream.position() if reached else None)
+            if hasattr(stream, "next_document"):
+                self.manifest["hub_next"] = stream.next_document() if reached else None
             self.manifest["totals"] = listed_totals(self.manifest)
         self.manifest["runs"][-1].update(finished=utc_iso(), outcome=outcome, replayed_records=self.replayed,
                                          discarded_bytes=self.discarded)

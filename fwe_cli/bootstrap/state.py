@@ -54,14 +54,40 @@ def check_out_kind(layout: Layout) -> None:
 
 
 def prepare_output(config: BootstrapConfig, layout: Layout) -> dict | None:
-    """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm.
+    """None for a fresh start (after --force cleanup); else the existing manifest to resume or confirm. A complete
+    bootstrap asked for a larger --gb (and not at the end of its source) is reopened to go on from where it stopped:
+    its parts stay, new ones follow.
 
     Called with the output's lock held (fwe_cli/output/lock.py): it may delete files."""
-    manifest = prepare.prepare_output(layout, config.force, lambda manifest: prepare.differences(
-        _recorded_args(manifest), identity(config, layout), _FLAGS))
+    now = identity(config, layout)
+    extended: list[dict] = []
+
+    def differences_from(manifest: dict) -> list[str]:
+        recorded = _recorded_args(manifest)
+        if _extends(manifest, config, layout):
+            extended.append(manifest)
+            recorded = dict(recorded, target_bytes=now["target_bytes"])
+        return prepare.differences(recorded, now, _FLAGS)
+
+    manifest = prepare.prepare_output(layout, config.force, differences_from)
     if config.force or (manifest is not None and manifest["complete"]):
         _remove_downloads(layout)  # for a complete one: killed after the manifest said so, before the folder went
-    return manifest
+    return _reopened(manifest, config) if extended and manifest is not None else manifest
+
+
+def _extends(manifest: dict, config: BootstrapConfig, layout: Layout) -> bool:
+    """Whether `config` asks a complete bootstrap for more than it holds, from a source it has not read to its end."""
+    return (bool(manifest.get("complete")) and manifest.get("next") is not None and not layout.single
+            and config.target_bytes > manifest["totals"]["bytes"])
+
+
+def _reopened(manifest: dict, config: BootstrapConfig) -> dict:
+    """A complete manifest turned into one that resumes at its next document, into a new part, for the new target."""
+    totals = manifest["totals"]
+    resume = {"part": len(manifest["files"]), "part_bytes": 0, "part_lines": 0, "bytes": totals["bytes"],
+              "documents": totals["documents"], "position": manifest["next"], "bad_records": manifest["bad_records"]}
+    return dict(manifest, complete=False, finished=None, target_bytes=config.target_bytes, resume=resume,
+                args=dict(manifest["args"], target_bytes=config.target_bytes))
 
 
 def _recorded_args(manifest: dict) -> dict:

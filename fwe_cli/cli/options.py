@@ -26,6 +26,7 @@ def _opt(*names: str, help: str, **kw) -> typer.models.OptionInfo:
 LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
     "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
+    "tail": (Optional[str], _opt("--tail", help="hub: with --local-path BOOTSTRAP_DIR (a bootstrap of the Hub), continue from the Hub at the first document it did not copy, same revision: the Hub's stream, its head read from disk (env NSA_FWE_TAIL). Default: none.")),
     "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),
     "name": (Optional[str], _opt("--name", help="Hub dataset config. Default sample-10BT.")),
     "split": (Optional[str], _opt("--split", help="Hub split. Default train.")),

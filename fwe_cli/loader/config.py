@@ -29,6 +29,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_WARMUP_BATCHES": "warmup_batches",
     "NSA_FWE_WARMUP_TIMEOUT": "warmup_timeout",
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
+    "NSA_FWE_TAIL": "tail",
 }
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
 # pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
@@ -211,10 +212,14 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
     defaults = LoaderConfig.__dataclass_fields__
     values: dict[str, Any] = {}
     typed = {name: flag_names.get(name, name) for name in flags}  # setting -> how the user set it, for SettingError
+    source: dict[str, Any] = {}
     for var, name in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
-            values[name] = _parse_env(var, raw, name)
+            if name in FLAT_FIELDS:  # a source field (a word): the source's spec checks it
+                source[name] = raw.strip()
+            else:
+                values[name] = _parse_env(var, raw, name)
             if flags.get(name) is None:
                 typed[name] = var
     for name, value in flags.items():
@@ -222,7 +227,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
-    source = {name: value for name in FLAT_FIELDS if (value := flags.pop(name, None)) is not None}
+    source.update({name: value for name in FLAT_FIELDS if (value := flags.pop(name, None)) is not None})
     for name, value in flags.items():
         if name not in defaults:
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")

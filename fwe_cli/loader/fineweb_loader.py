@@ -24,7 +24,7 @@ from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
-from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+from fwe_cli.loader.telemetry import Heartbeat, Parts, percentiles_ms
 from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
@@ -47,6 +47,7 @@ class FineWebLoader:
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
+        self.parts = Parts(self.heartbeat)
         self.warmup_report: dict | None = None
         self.fetch_s: list[float] = []
         self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
@@ -216,6 +217,9 @@ class FineWebLoader:
         self._steps += 1
         self.fetch_s.append(dt)
         self._rolling.append(dt)
+        part = (self._position or {}).get("part")
+        if part is not None:
+            self.parts.note(part, self._steps, dt, getattr(self.pipeline.documents.opened, "head_docs", None))
         if self._steps == 1:
             self.first_batch_s = time.perf_counter() - self.created
             shard = self.config.shard
@@ -224,7 +228,7 @@ class FineWebLoader:
         if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
             roll = percentiles_ms(self._rolling)
             self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
-                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"])
+                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **({"part": part} if part else {}))
         return batch
 
     def _fall_back(self, exc: FweError, limit: float):
@@ -286,5 +290,6 @@ class FineWebLoader:
             "source": p.documents.describe(),
             "warmup": self.warmup_report,
             "fallback": self.fallback,
+            "parts": self.parts.to_dict(),
             "producer_alive": self.producer_alive,
         }

@@ -117,7 +117,7 @@ class Pipeline:
                                "docs_per_s": round(self.docs / elapsed, 2),
                                "tokens_per_s": round(self.tokens / elapsed, 1)})
 
-    def _token_chunks(self) -> Iterator[tuple[np.ndarray, dict | None]]:
+    def _token_chunks(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
         """A token directory read in order: one shard slice + one eos per chunk, about a batch at first (the first
         batch waits on nothing larger), then doubling up to CHUNK_TOKENS (see sources.token_dir)."""
         def sizes() -> Iterator[int]:
@@ -131,13 +131,13 @@ class Pipeline:
             self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
             self._count_read(len(lengths))
             self._count_encoded(BACKEND, len(lengths), 0.0)
-            yield ids, resume
+            yield ids, (resume, None)
             if self._closing.is_set():
                 return
             self.stage = "reading token shards"
 
-    def _doc_batches(self) -> Iterator[tuple[list[Document], dict | None]]:
-        """(documents, the first one's `resume`) per document batch."""
+    def _doc_batches(self) -> Iterator[tuple[list[Document], tuple[dict | None, str | None]]]:
+        """(documents, (the first one's `resume`, the last one's origin)) per document batch."""
         docs = iter(self.documents)
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
         # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
@@ -151,17 +151,17 @@ class Pipeline:
                 return
             self._count_read(len(chunk))
             self.recent.remember(chunk[0].resume, chunk)
-            yield chunk, chunk[0].resume
+            yield chunk, (chunk[0].resume, chunk[-1].origin)
 
-    def _token_arrays(self) -> Iterator[tuple[np.ndarray, dict | None]]:
-        """(ids, the first document's `resume`) per document batch, in order."""
+    def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
+        """(ids, (the first document's `resume`, the last one's origin)) per document batch, in order."""
         if isinstance(self.tokenizer, ShardTokens) and self.documents.in_order():
             yield from self._token_chunks()
             return
         if self.threads <= 1 or isinstance(self.tokenizer, ShardTokens):  # joining shard views needs no threads
-            for docs, resume in self._doc_batches():
+            for docs, tag in self._doc_batches():
                 self.stage = "tokenizing"
-                yield self._encode(docs), resume
+                yield self._encode(docs), tag
                 self.stage = "reading documents"
             return
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fwe-tokenize")
@@ -191,7 +191,8 @@ class Pipeline:
 
     def __iter__(self) -> Iterator[tuple[object, dict]]:
         """(batch, its position) for each batch. A position is {"doc": the `resume` of a document, "skip": tokens of
-        the stream from that document on that are in this or earlier batches}: a pipeline started at it produces
+        the stream from that document on that are in this or earlier batches, and for a source of two parts "part":
+        'head' or 'tail', the part of the batch's last document}: a pipeline started at it produces
         the batch after this one first, whatever its doc batch, Q or threads (ids are per document, so the token
         stream from a document on does not depend on how documents were grouped for encoding)."""
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
@@ -215,7 +216,7 @@ class Pipeline:
         to_output = None
         upgrading = False
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
-        for ids, first in self._token_arrays():
+        for ids, (first, part) in self._token_arrays():
             self.stage = "packing"
             skipped = min(to_skip, len(ids))
             to_skip -= skipped
@@ -225,7 +226,10 @@ class Pipeline:
                 self.mark("first_batch")
                 if converting is not None and to_output is None:
                     to_output = converting.result()
-                yield (to_output(batch) if to_output else batch), {"doc": first, "skip": skipped + used}
+                position = {"doc": first, "skip": skipped + used}
+                if part is not None:  # a source of two parts: which one the batch's last document came from
+                    position["part"] = part
+                yield (to_output(batch) if to_output else batch), position
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()

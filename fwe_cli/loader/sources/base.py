@@ -42,6 +42,9 @@ class Source:
     threads, backend) change nothing."""
     lists_hub_files: ClassVar[bool] = False
     """Opening it resolves a Hub listing (revision, files): under torch.distributed rank 0 resolves it for all."""
+    grows: ClassVar[bool] = False
+    """Files may be added to it after its own (a bootstrap grown with --grow) without moving any position: a resume
+    state saved over fewer of them still holds."""
     copies_whole_files: ClassVar[bool] = False
     """`fwe bootstrap` downloads its files and converts them (the native Hub reader) instead of reading `records`."""
     heavy_imports: ClassVar[tuple[str, ...]] = ()

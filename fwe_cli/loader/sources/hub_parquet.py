@@ -35,13 +35,17 @@ class HubParquetReader:
     """Iterate row groups as {column: list of values} (the `columns` a file has), over a listing's files in order."""
 
     def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
-                 read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0)):
+                 read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0),
+                 first_rows: dict[int, tuple[int, int]] | None = None):
         self.listing = listing
         self.columns = columns
         self.head = head
         """Where footers and the first row groups are kept and found again (None: always the network)."""
         self.start = tuple(start)
         """(file number, row group, row) of the first row to read: a resumed stream skips what came before."""
+        self.first_rows = dict(first_rows or {})
+        """(row group, row) where reading begins in the listing's later files (default (0, 0)): a file whose first
+        rows are read from elsewhere (a local bootstrap) is read from the Hub after them."""
         self._serving = head is not None  # read-ahead thread: the row groups so far came from the head cache
         # consumer: the row groups so far are all in the head cache (which keeps a prefix of the stream)
         self._keeping = head is not None and self.start == (0, 0, 0)
@@ -83,7 +87,7 @@ class HubParquetReader:
                 self._serving = False
                 break
             columns, last = hit
-            if not self._handoff.put(("rows", index, group, columns)):
+            if not self._handoff.put(("rows", index, group, columns, last)):
                 raise _Stopped()
             group += 1
             if last:
@@ -92,10 +96,9 @@ class HubParquetReader:
 
     def _read_ahead(self) -> None:
         try:
-            start_file, start_group, _ = self.start
-            for index in range(start_file, len(self.listing.files)):
+            for index in range(self.start[0], len(self.listing.files)):
                 file = self.listing.files[index]
-                first, done = self._cached_rows(index, file, start_group if index == start_file else 0)
+                first, done = self._cached_rows(index, file, self.begins_at(index)[0])
                 if done:
                     continue
                 self._pass_gate()  # the footer parse below imports pyarrow
@@ -117,6 +120,11 @@ class HubParquetReader:
             return
         except BaseException as exc:  # noqa: BLE001 - everything reaches the consumer
             self._handoff.put(Failure(exc))
+
+    def begins_at(self, index: int) -> tuple[int, int]:
+        """(row group, row) where reading file `index` of the listing begins."""
+        start_file, start_group, start_row = self.start
+        return (start_group, start_row) if index == start_file else self.first_rows.get(index, (0, 0))
 
     def starts_from_cache(self) -> bool:
         """Whether the stream's first row group is in the head cache (then nothing needs pyarrow before it)."""
@@ -140,12 +148,19 @@ class HubParquetReader:
         finally:
             self._consumer_waiting = False
 
-    def __iter__(self) -> Iterator[tuple[int, int, dict[str, list]]]:
-        """(file number, row group, {column: values}) for each row group from `start`'s, in order."""
+    def start_reading(self) -> None:
+        """Start the read-ahead thread now (iterating starts it otherwise): a stream that serves other documents first
+        has its first row groups fetched meanwhile, as far as the gate lets it."""
+        if not self._thread.is_alive() and not self._stop.is_set() and self._thread.ident is None:
+            self._thread.start()
+
+    def __iter__(self) -> Iterator[tuple[int, int, dict[str, list], bool]]:
+        """(file number, row group, {column: values}, whether it is the file's last) for each row group read, in
+        order from `start`'s."""
         if self._started:
             raise RuntimeError("a HubParquetReader is iterated once")
         self._started = True
-        self._thread.start()
+        self.start_reading()
         view = parquet = names = file = None
         try:
             while True:
@@ -155,7 +170,7 @@ class HubParquetReader:
                 if isinstance(item, Failure):
                     raise item.exc
                 if item[0] == "rows":
-                    yield item[1], item[2], item[3]
+                    yield item[1], item[2], item[3], item[4]
                     continue
                 if item[0] == "file":
                     import pyarrow.parquet as pq
@@ -175,7 +190,7 @@ class HubParquetReader:
                 columns = {name: table.column(name).to_pylist() for name in names}
                 if self._keeping:  # the stream's first row groups, in order: kept decoded while the budget lasts
                     self._keeping = self.head.put_rows(file.path, group, columns, last)
-                yield number, group, columns
+                yield number, group, columns, last
         finally:
             self.close()
 
@@ -190,10 +205,10 @@ class HubParquetReader:
 def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, tuple]]:
     """The reader's rows as ({'text': ..., 'id': ...} (the columns it has), position after the row), in file and row
     order from the reader's start; a position is (file number, row group, rows of that group read)."""
-    start_file, start_group, start_row = reader.start
-    for number, group, columns in reader:
+    for number, group, columns, _last in reader:
         names = list(columns)
-        skip = start_row if (number, group) == (start_file, start_group) else 0
+        first_group, first_row = reader.begins_at(number)
+        skip = first_row if group == first_group else 0
         for row, values in enumerate(zip(*columns.values()), start=1):
             if row > skip:
                 yield dict(zip(names, values)), (number, group, row)

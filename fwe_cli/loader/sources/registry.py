@@ -2,7 +2,8 @@
 
 A `--source` value names a kind; each kind lists the classes that can read it, first match wins: a local path is a
 token directory, a bootstrap or plain files (decided by what is on disk when it is opened), the Hub is read natively
-or through `datasets` (decided by --hub-reader). The rest of fwe asks the object (`fwe_cli.loader.sources.base.Source`)
+or through `datasets` (decided by --hub-reader); a bootstrap of the Hub with --tail hub is read locally, then from the
+Hub. The rest of fwe asks the object (`fwe_cli.loader.sources.base.Source`)
 what it needs to know: its fields, whether it shuffles, whether it talks to the Hub, how it describes and fingerprints
 itself. Adding a kind means adding one module with its Source class and one line here.
 
@@ -19,7 +20,7 @@ from functools import lru_cache
 
 SOURCES: dict[str, tuple[str, ...]] = {
     "hub": ("hub_native:HubNative", "hub_datasets:HubDatasets"),
-    "local": ("token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
+    "local": ("head_tail:HeadTail", "token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
     "synthetic": ("synthetic:SyntheticSource",),
 }
 KINDS = tuple(SOURCES)

@@ -21,6 +21,8 @@ from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.registry import KINDS, HUB_READERS, source_class
 
+TAILS = ("hub",)
+
 @dataclass(frozen=True)
 class SourceSpec:
     """A source of documents, as the user named it."""
@@ -42,6 +44,9 @@ class SourceSpec:
     same documents in the same order)."""
     seed: int = 0
     """For 'synthetic': the stream's seed."""
+    tail: str | None = None
+    """For 'local' naming a bootstrap of the Hub: 'hub' continues, once its documents are read, from the Hub with the
+    first document it did not copy, at its revision (NSA_FWE_TAIL); None: the local copy is all (sources.head_tail)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -49,8 +54,13 @@ class SourceSpec:
         if self.hub_reader not in HUB_READERS:
             raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
                                          f"got {self.hub_reader!r}")
+        if self.tail is not None and self.tail not in TAILS:
+            raise SettingError(lambda n: f"{n('tail')} must be one of {', '.join(TAILS)} (or unset); got {self.tail!r}")
         check_limit("seed", self.seed)
         cls = source_class(self)
+        if self.tail is not None and "tail" not in cls.fields:
+            raise SettingError(lambda n: f"{n('tail')} {self.tail} continues a bootstrap read from disk: give "
+                                         f"--local-path BOOTSTRAP_DIR, not {n('source')} {self.kind}")
         for name in cls.required:
             if not getattr(self, name):
                 raise ConfigError(f"source {self.kind!r} needs {name} (--{name.replace('_', '-')}), got none")

@@ -79,7 +79,7 @@ class DocumentStream:
         source = self.source
         source.open(self._set_stage)
         if self.expect is not None:
-            source.check_fingerprint(self.expect)
+            source.check_fingerprint(self.expect, may_grow=source.grows)
             self.expect = None
         return source
 

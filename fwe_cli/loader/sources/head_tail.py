@@ -1,0 +1,202 @@
+"""A bootstrap of the Hub read from disk, continued from the Hub (`--local-path BOOTSTRAP --tail hub`): the Hub's
+own document stream, with every document the bootstrap holds served from its parts.
+
+`fwe bootstrap` from the Hub records in its manifest the listing it read (`hub_listing`, at the pinned `revision`),
+where each parquet file's documents start in the parts (`hub_files[].first`: part, byte offset, line) and the first
+document it did not write (`hub_next`: file, row group, row). The stream is the Hub's, file by file in the epoch's
+order (shuffled like the Hub's): the rows of a file the bootstrap holds come from its parts, the rest from the Hub by
+range reads (hub_parquet), from `hub_next` in the file where it stopped. So for every shard and shuffle the
+documents are exactly `--source hub --revision REV`'s, and the cursor is one: a position is ("L", file, part, offset,
+line) in a file's local rows or ("H", file, row group, row) in its Hub rows (file: its place in the epoch's order),
+and a position in the tail reopens the Hub there without reading the parts.
+
+The Hub reader opens with the epoch (its listing comes from the manifest: no request) and its read-ahead starts with
+the consumer's second batch, so footers and the first row groups of the tail are fetched while the head is served.
+When the tail cannot be read (the Hub down or offline), the head is served in full and the boundary raises
+`TailUnreachable`, counting the documents served; a state saved then resumes into the tail once the Hub is back.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from fwe_cli.errors import ConfigError, SourceError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.base import Order
+from fwe_cli.loader.sources.file_sources import LocalPath
+from fwe_cli.loader.sources.hub_source import iter_hub
+from fwe_cli.loader.sources.local import iter_local
+from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, read_manifest
+
+HEAD, TAIL = "L", "H"
+
+
+class TailUnreachable(SourceError):
+    """The Hub tail of a bootstrap could not be read where the local copy ends."""
+
+
+class HeadTail(LocalPath):
+    """A Hub bootstrap's parts, then the Hub (see the module docstring)."""
+
+    fields = ("local_path", "tail")
+    uses_hub = True
+    grows = True  # parts appended (--grow, an extended bootstrap) move no position: the epoch order is the listing's
+
+    @classmethod
+    def accepts(cls, spec) -> bool:
+        return spec.tail is not None
+
+    @classmethod
+    def where(cls, spec) -> str:
+        return f"{spec.local_path} then the Hub"
+
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self.manifest: dict | None = None
+        self.listing = None
+        self.head_docs = 0
+        """Documents served from the parts so far."""
+        self.tail_docs = 0
+        """Documents served from the Hub so far."""
+        self._reader = None
+
+    # -- opening ---------------------------------------------------------------------------------------------------
+    def open(self, set_stage: Callable[[str], None]) -> None:
+        if self.manifest is not None:
+            return
+        path = self.spec.local_path
+        set_stage(f"opening source (listing the bootstrap {path} and its Hub tail)")
+        manifest_path = bootstrap_manifest_path(path)
+        if manifest_path is None:
+            raise ConfigError(f"--tail hub continues a bootstrap of the Hub; {path} is none (no bootstrap manifest)")
+        manifest = read_manifest(manifest_path)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("hub_listing"), list):
+            raise ConfigError(f"--tail hub continues a bootstrap of the Hub from where it stopped; {manifest_path} "
+                              f"(source {manifest.get('source') if isinstance(manifest, dict) else None!r}) records "
+                              "no Hub listing and position: make it with `fwe bootstrap --source hub` (native reader)")
+        self.files = self.list_files()  # parts checked against the manifest (size; sha256 with --verify-parts)
+        from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
+
+        self.listing = HubListing(manifest["dataset"], manifest["config"], manifest["split"], manifest["revision"],
+                                  tuple(HubFile(f["path"], f["bytes"], f.get("sha256")) for f in manifest["hub_listing"]))
+        self.revision = manifest["revision"]
+        self.manifest = manifest
+        self._plan_files()
+
+    def _plan_files(self) -> None:
+        """Per listing file: its rows in the parts ((part, offset, line) start and end) and where its Hub rows begin
+        ((row group, row), or None when the parts hold it whole)."""
+        held = sorted((f["index"], tuple(f["first"][k] for k in ("part", "offset", "line")))
+                      for f in self.manifest["hub_files"] if isinstance(f.get("first"), dict))
+        stop = self.manifest.get("hub_next")
+        end_of_parts = (len(self.files), 0, 0)
+        self.local: dict[int, tuple[tuple, tuple]] = {}
+        for (index, first), following in zip(held, held[1:] + [(None, end_of_parts)]):
+            self.local[index] = (first, following[1])
+        self.hub_from: dict[int, tuple[int, int] | None] = {}
+        for index in range(len(self.listing.files)):
+            if stop is not None and index == stop["file"]:
+                self.hub_from[index] = (stop["group"], stop["row"])
+            elif index in self.local:
+                self.hub_from[index] = None  # held whole (a node's bootstrap holds only its files: the others are
+            else:                            # the Hub's from their start, as are the files after where it stopped)
+                self.hub_from[index] = (0, 0)
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+        files = order(list(range(len(self.listing.files))), epoch)
+        begin = at[1] if at else 0
+        in_tail = at is not None and at[0] == TAIL
+        hub = [(n, files[n]) for n in range(begin, len(files)) if self.hub_from[files[n]] is not None]
+        starts = [(at[2], at[3]) if in_tail and n == begin else self.hub_from[i] for n, i in hub]
+        self._open_tail([i for _, i in hub], starts)
+        return self._walk(files, begin, at, hub)
+
+    def _open_tail(self, indices: list[int], starts: list[tuple[int, int]]) -> None:
+        """The Hub reader over the files the stream reads from the Hub, in order, each from its start; its thread
+        starts now (its read-ahead waits for the consumer's second batch, then runs while the head is served)."""
+        import dataclasses
+
+        from fwe_cli.loader.sources.hub_parquet import HubParquetReader
+
+        if self._reader is not None:
+            self._reader.close()
+        listing = dataclasses.replace(self.listing, files=tuple(self.listing.files[i] for i in indices))
+        first = starts[0] if starts else (0, 0)
+        self._reader = HubParquetReader(listing, start=(0, *first),
+                                        first_rows={j: s for j, s in enumerate(starts) if j})
+        self._groups = iter(self._reader) if indices else iter(())
+        self._pending = None  # a row group taken from the reader that belongs to a later file
+        if indices:
+            self._reader.start_reading()
+
+    def _walk(self, files: list[int], begin: int, at: tuple | None,
+              hub: list[tuple[int, int]]) -> Iterator[tuple[Document, tuple]]:
+        tail_of = {n: j for j, (n, _i) in enumerate(hub)}
+        for n in range(begin, len(files)):
+            index = files[n]
+            if index in self.local and not (at and at[0] == TAIL and n == begin):
+                start = tuple(at[2:]) if at and n == begin else self.local[index][0]
+                yield from self._head(n, start, self.local[index][1])
+            if n in tail_of:
+                yield from self._tail(n, tail_of[n])
+
+    def _head(self, n: int, start: tuple, end: tuple) -> Iterator[tuple[Document, tuple]]:
+        """The file's rows in the parts, from `start` up to `end` (each a (part, offset, line) position)."""
+        for doc, (part, offset, line) in iter_local(self.files, self.bad, self.options.strict, start):
+            if (part, offset) > end[:2]:
+                return
+            self.head_docs += 1
+            doc.origin = "head"
+            yield doc, (HEAD, n, part, offset, line)
+            if (part, offset) == end[:2]:
+                return
+
+    def _tail(self, n: int, j: int) -> Iterator[tuple[Document, tuple]]:
+        """The Hub rows of reader file `j` (the stream's file `n`), as Documents."""
+        for doc, (group, row) in iter_hub(self._rows(j), self.listing.repo, self.bad, self.options.strict):
+            self.tail_docs += 1
+            doc.origin = "tail"
+            yield doc, (TAIL, n, group, row)
+
+    def _rows(self, j: int) -> Iterator[tuple[dict, tuple]]:
+        """Rows of reader file `j` with their (row group, row) after them, up to the file's last row group."""
+        while True:
+            try:
+                item, self._pending = self._pending or next(self._groups), None
+            except StopIteration:
+                return
+            except SourceError as exc:
+                raise TailUnreachable(
+                    f"the Hub tail of {self.spec.local_path} cannot be read ({exc}): the local copy was served in "
+                    f"full, {self.head_docs} documents; a state saved now (--save-state, loader.state_dict()) resumes "
+                    "into the tail once the Hub is back") from exc
+            number, group, columns, last = item
+            if number != j:  # file j's start is past its last row group: nothing of it is left to read
+                self._pending = item
+                return
+            first_group, first_row = self._reader.begins_at(number)
+            skip = first_row if group == first_group else 0
+            names = list(columns)
+            for row, values in enumerate(zip(*columns.values()), start=1):
+                if row > skip:
+                    yield dict(zip(names, values)), (group, row)
+            if last:
+                return
+
+    def read_ahead_now(self) -> None:
+        if self._reader is not None:
+            self._reader.read_ahead_now()
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+
+    # -- identity --------------------------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        manifest = self.manifest or {}
+        return dict(super().describe(), tail=self.spec.tail, dataset=manifest.get("dataset"),
+                    revision=self.revision, head_documents=self.head_docs, tail_documents=self.tail_docs)
+
+    def pinned(self) -> dict:
+        return dict(super().pinned(), revision=self.revision)
