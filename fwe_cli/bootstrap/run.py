@@ -25,12 +25,11 @@ from typing import Callable
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, listed_totals, open_source, \
-    prepare_output
+from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, open_source, prepare_output
 from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
 from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_line
 from fwe_cli.loader.sources.bootstrap_lines import encoder
-from fwe_cli.loader.sources.bootstrap_format import Layout
+from fwe_cli.loader.sources.bootstrap_format import Layout, listed_totals
 from fwe_cli.output.part_writer import PartWriter, recover_renamed_part
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.output.disk_preflight import preflight_disk

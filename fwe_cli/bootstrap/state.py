@@ -169,7 +169,3 @@ def check_source_files(manifest: dict, stream: Records) -> None:
         raise OutputError(f"the local source changed since this bootstrap started ({change}): resuming would mix two "
                           "versions; pass --force to start over")
 
-
-def listed_totals(manifest: dict) -> dict:
-    files = manifest["files"]
-    return {"bytes": sum(f["bytes"] for f in files), "documents": sum(f["lines"] for f in files), "files": len(files)}

@@ -27,6 +27,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
     "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
     "tail": (Optional[str], _opt("--tail", help="hub: with --local-path BOOTSTRAP_DIR (a bootstrap of the Hub), continue from the Hub at the first document it did not copy, same revision: the Hub's stream, its head read from disk (env NSA_FWE_TAIL). Default: none.")),
+    "grow": (Optional[bool], _opt("--grow", help="With --tail hub: append the Hub documents read after the bootstrap to it as new parts (crash-safe, under its lock), so the next job starts local for longer (env NSA_FWE_GROW=1).")),
     "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),
     "name": (Optional[str], _opt("--name", help="Hub dataset config. Default sample-10BT.")),
     "split": (Optional[str], _opt("--split", help="Hub split. Default train.")),

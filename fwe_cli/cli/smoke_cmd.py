@@ -146,7 +146,7 @@ def smoke(
     timeout: Annotated[float, typer.Option(help="Hard limit in seconds for the first batch and the rest.")] = 60.0,
     batches: Annotated[int, typer.Option(min=1, help="How many batches to pull and check.")] = 3,
     save_batches: Annotated[Optional[Path], typer.Option(help="Save pulled batches to this .npz (diff two nodes/runs); {rank} in it becomes the shard's rem (out_{rank}.npz under torchrun).")] = None,
-    save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here ({rank} as in --save-batches).")] = None,
+    save_state: Annotated[Optional[Path], typer.Option(help="After the last batch, write the loader's resume state (JSON) here ({rank} as in --save-batches); after a failure, the state after the last batch handed over (e.g. --tail hub with the Hub down: resume once it is back).")] = None,
     resume_state: Annotated[Optional[Path], typer.Option(help="Start right after the batches of a state written by --save-state (same settings; {rank} as in --save-batches). A glob ('ckpt/state_*.json') naming every rank's state resumes them at this run's world size: each rank takes its share of what they left.")] = None,
     baseline: Baseline = None,
     max_regression: MaxRegression = None,

@@ -30,6 +30,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_WARMUP_TIMEOUT": "warmup_timeout",
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
     "NSA_FWE_TAIL": "tail",
+    "NSA_FWE_GROW": "grow",
 }
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
 # pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
@@ -91,6 +92,9 @@ class LoaderConfig:
     verify_parts: bool = False
     """Before reading a bootstrap, compare each part's sha256 with its manifest (reads every part once more, inside
     the first batch's timeout); its size is compared always. A part that differs fails the run, naming it."""
+    grow: bool = False
+    """With --tail hub: append the Hub documents read after the bootstrap's end to it as new parts (NSA_FWE_GROW), so
+    the next job starts local for longer (sources.growth)."""
     as_torch: bool = False
     """Yield torch tensors (pinned memory when CUDA is available) instead of numpy arrays."""
     heartbeat_dir: str | None = None
@@ -120,6 +124,9 @@ class LoaderConfig:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
+        if self.grow and self.source.tail is None:
+            raise SettingError(lambda n: f"{n('grow')} appends the Hub tail read after a bootstrap to it: it needs "
+                                         f"{n('tail')} hub")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
             raise SettingError(lambda n: f"{n('tokenizer_backend')} must be one of {', '.join(TOKENIZER_BACKENDS)}; "
                                          f"got {self.tokenizer_backend!r}")
@@ -147,7 +154,8 @@ class LoaderConfig:
     def read_options(self) -> ReadOptions:
         """How the source is read (policy, not which documents)."""
         return ReadOptions(strict=self.bad_records == "error", allow_partial=self.allow_partial,
-                           verify_parts=self.verify_parts, use_cache=self.hub_cache, tokenizer=self.tokenizer)
+                           verify_parts=self.verify_parts, use_cache=self.hub_cache, tokenizer=self.tokenizer,
+                           grow=self.grow)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":

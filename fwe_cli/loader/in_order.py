@@ -27,10 +27,20 @@ def in_order(pool: ThreadPoolExecutor, threads: int, fn: Callable[[A], R], items
 
     `waiting(True)` is called before the caller is made to wait on a result, `waiting(False)` before the next item
     is pulled. Once `closing()` holds, calls not yet started are cancelled and the pool is shut down without waiting
-    for the running ones (their results are dropped); otherwise it is shut down once every result is taken."""
+    for the running ones (their results are dropped); otherwise it is shut down once every result is taken. When
+    `items` itself fails, the results of the items before are yielded first, then its exception is raised."""
     pending: deque[tuple[Future, Tag]] = deque()
+    source = iter(items)
+    failure: Exception | None = None
     try:
-        for arg, tag in items:
+        while True:
+            try:
+                arg, tag = next(source)
+            except StopIteration:
+                break
+            except Exception as exc:  # the items' own failure: the results of the items before it come first
+                failure = exc
+                break
             pending.append((pool.submit(fn, arg), tag))
             while len(pending) >= 2 * threads or (pending and pending[0][0].done()):
                 waiting(True)
@@ -41,5 +51,7 @@ def in_order(pool: ThreadPoolExecutor, threads: int, fn: Callable[[A], R], items
             waiting(True)
             future, first = pending.popleft()
             yield future.result(), first
+        if failure is not None:
+            raise failure
     finally:
         pool.shutdown(wait=not closing(), cancel_futures=True)

@@ -21,6 +21,7 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
+from fwe_cli.errors import FweError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
@@ -142,8 +143,22 @@ class Pipeline:
         # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
         # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
         size = min(FIRST_DOC_BATCH, self.config.doc_batch)
+        held: list[Document] = []  # a document of the next part of a source of two: it starts the next batch
         while not self._closing.is_set():
-            chunk = list(islice(docs, size))
+            chunk, held = held, []
+            # A document batch never spans a source's parts (origin): a position saved in the tail then starts
+            # in the tail, and resuming there reads nothing of the head.
+            failure = None
+            try:
+                for doc in islice(docs, size - len(chunk)):
+                    if chunk and doc.origin != chunk[0].origin:
+                        held = [doc]
+                        break
+                    chunk.append(doc)
+            except FweError as exc:  # the documents read before a source failed are delivered before the failure
+                if not chunk:
+                    raise
+                failure = exc
             size = min(size * 2, self.config.doc_batch)
             if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
                 self._await_tokenizer()
@@ -152,6 +167,8 @@ class Pipeline:
             self._count_read(len(chunk))
             self.recent.remember(chunk[0].resume, chunk)
             yield chunk, (chunk[0].resume, chunk[-1].origin)
+            if failure is not None:
+                raise failure
 
     def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
         """(ids, (the first document's `resume`, the last one's origin)) per document batch, in order."""

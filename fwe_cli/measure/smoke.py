@@ -50,13 +50,14 @@ def _as_numpy(batch) -> np.ndarray:
     return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
 
 
-def _pull(loader: FineWebLoader, batches: int) -> list[np.ndarray]:
-    """Up to `batches` batches, all within the one limit config.loader_timeout (the loader keeps it: `deadline`);
-    LoaderTimeout naming the stage when it passes. A fallback to synthetic data gives the batches after it the
+def _pull(loader: FineWebLoader, batches: int, pulled: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Up to `batches` batches appended to `pulled` (those before a failure stay there) and returned, all within
+    the one limit config.loader_timeout (the loader keeps it: `deadline`); LoaderTimeout naming the stage when it
+    passes. A fallback to synthetic data gives the batches after it the
     whole limit again (they come from another source)."""
     seconds = loader.config.loader_timeout
     deadline = time.perf_counter() + seconds
-    pulled: list[np.ndarray] = []
+    pulled = [] if pulled is None else pulled
     for _ in range(batches):
         fell_back = loader.fallback is not None
         try:
@@ -99,7 +100,7 @@ class SmokeRun:
         pulled: list[np.ndarray] = []
         error: FweError | None = None
         try:
-            pulled = _pull(loader, batches)
+            _pull(loader, batches, pulled)
         except FweError as exc:
             error = exc
         finally:
@@ -117,7 +118,7 @@ class SmokeRun:
             "config": config.to_dict(), "env": env_snapshot(), **(self._facts or provenance()),
             "started": self.started, "finished": utc_iso(),
         })
-        if save_state and error is None:
+        if save_state and (error is None or pulled):  # after a failure: where the batches handed over end
             try:
                 write_atomic(save_state, orjson.dumps(loader.state_dict()) + b"\n")
                 result["saved_state"] = save_state

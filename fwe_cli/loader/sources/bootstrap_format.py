@@ -118,6 +118,12 @@ class Layout:
                 if index is not None and (index > current or (index < current and path.endswith(PARTIAL_SUFFIX)))]
 
 
+def listed_totals(manifest: dict) -> dict:
+    """The manifest's `totals`: bytes, documents (lines) and files of the parts it lists."""
+    files = manifest["files"]
+    return {"bytes": sum(f["bytes"] for f in files), "documents": sum(f["lines"] for f in files), "files": len(files)}
+
+
 def verify_bootstrap(out: str) -> dict:
     """Re-hash every file the manifest lists. `ok` means complete and every file matches."""
     return verify_output(Layout.for_out(out), lambda manifest: {

@@ -59,6 +59,10 @@ class HeadTail(LocalPath):
         self.tail_docs = 0
         """Documents served from the Hub so far."""
         self._reader = None
+        self._tail_files: list[int] = []  # the listing index of each file the Hub reader reads, in its order ...
+        self._tail_starts: list[tuple[int, int]] = []  # ... and the (row group, row) it reads each from
+        self.growth = None
+        """With --grow: the bootstrap's grower (sources.growth), which holds its lock while this source is open."""
 
     # -- opening ---------------------------------------------------------------------------------------------------
     def open(self, set_stage: Callable[[str], None]) -> None:
@@ -69,7 +73,8 @@ class HeadTail(LocalPath):
         manifest_path = bootstrap_manifest_path(path)
         if manifest_path is None:
             raise ConfigError(f"--tail hub continues a bootstrap of the Hub; {path} is none (no bootstrap manifest)")
-        manifest = read_manifest(manifest_path)
+        manifest = self._start_growth(path) if self.options.grow else None
+        manifest = manifest or read_manifest(manifest_path)
         if not isinstance(manifest, dict) or not isinstance(manifest.get("hub_listing"), list):
             raise ConfigError(f"--tail hub continues a bootstrap of the Hub from where it stopped; {manifest_path} "
                               f"(source {manifest.get('source') if isinstance(manifest, dict) else None!r}) records "
@@ -82,6 +87,13 @@ class HeadTail(LocalPath):
         self.revision = manifest["revision"]
         self.manifest = manifest
         self._plan_files()
+
+    def _start_growth(self, path: str) -> dict | None:
+        """Take the bootstrap's lock for growing it; its manifest read under the lock (None: not growing)."""
+        from fwe_cli.loader.sources.growth import Growth
+
+        self.growth = Growth(path)
+        return self.growth.start()
 
     def _plan_files(self) -> None:
         """Per listing file: its rows in the parts ((part, offset, line) start and end) and where its Hub rows begin
@@ -112,19 +124,22 @@ class HeadTail(LocalPath):
         self._open_tail([i for _, i in hub], starts)
         return self._walk(files, begin, at, hub)
 
-    def _open_tail(self, indices: list[int], starts: list[tuple[int, int]]) -> None:
-        """The Hub reader over the files the stream reads from the Hub, in order, each from its start; its thread
-        starts now (its read-ahead waits for the consumer's second batch, then runs while the head is served)."""
+    def _open_tail(self, indices: list[int], starts: list[tuple[int, int]], number: int = 0) -> None:
+        """The Hub reader over the files the stream reads from the Hub, in order, each from its start, reading from
+        the `number`th of them; its thread starts now (its read-ahead waits for the consumer's second batch, then
+        runs while the head is served). A Hub that cannot be reached fails its reads at once: the head is the
+        way out, and the boundary tries once more (`_rows`)."""
         import dataclasses
 
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader
 
         if self._reader is not None:
             self._reader.close()
+        self._tail_files, self._tail_starts = list(indices), list(starts)
         listing = dataclasses.replace(self.listing, files=tuple(self.listing.files[i] for i in indices))
-        first = starts[0] if starts else (0, 0)
-        self._reader = HubParquetReader(listing, start=(0, *first),
-                                        first_rows={j: s for j, s in enumerate(starts) if j})
+        first = starts[number] if number < len(starts) else (0, 0)
+        self._reader = HubParquetReader(listing, start=(number, *first), fail_fast=True,
+                                        first_rows={j: s for j, s in enumerate(starts) if j > number})
         self._groups = iter(self._reader) if indices else iter(())
         self._pending = None  # a row group taken from the reader that belongs to a later file
         if indices:
@@ -137,19 +152,23 @@ class HeadTail(LocalPath):
             index = files[n]
             if index in self.local and not (at and at[0] == TAIL and n == begin):
                 start = tuple(at[2:]) if at and n == begin else self.local[index][0]
-                yield from self._head(n, start, self.local[index][1])
+                yield from self._head(n, index, start, self.local[index][1])
             if n in tail_of:
                 yield from self._tail(n, tail_of[n])
 
-    def _head(self, n: int, start: tuple, end: tuple) -> Iterator[tuple[Document, tuple]]:
-        """The file's rows in the parts, from `start` up to `end` (each a (part, offset, line) position)."""
+    def _head(self, n: int, index: int, start: tuple, end: tuple) -> Iterator[tuple[Document, tuple]]:
+        """Listing file `index`'s rows in the parts (the stream's file `n`), from `start` up to `end` (each a (part,
+        offset, line) position)."""
         for doc, (part, offset, line) in iter_local(self.files, self.bad, self.options.strict, start):
             if (part, offset) > end[:2]:
                 return
             self.head_docs += 1
             doc.origin = "head"
-            yield doc, (HEAD, n, part, offset, line)
-            if (part, offset) == end[:2]:
+            last = (part, offset) == end[:2]
+            continues = self.hub_from[index] if last else None
+            # after the file's last local row, where its Hub rows begin: a position there reads no part again
+            yield doc, (HEAD, n, part, offset, line) if continues is None else (TAIL, n, *continues)
+            if last:
                 return
 
     def _tail(self, n: int, j: int) -> Iterator[tuple[Document, tuple]]:
@@ -161,12 +180,18 @@ class HeadTail(LocalPath):
 
     def _rows(self, j: int) -> Iterator[tuple[dict, tuple]]:
         """Rows of reader file `j` with their (row group, row) after them, up to the file's last row group."""
+        retried = False
         while True:
             try:
                 item, self._pending = self._pending or next(self._groups), None
             except StopIteration:
                 return
             except SourceError as exc:
+                if self.tail_docs == 0 and not retried:  # the read-ahead failed while the head was served (an
+                    retried = True                      # hour ago, maybe): at the boundary, once more afresh
+                    self._open_tail(self._tail_files, self._tail_starts, j)
+                    self._reader.read_ahead_now()
+                    continue
                 raise TailUnreachable(
                     f"the Hub tail of {self.spec.local_path} cannot be read ({exc}): the local copy was served in "
                     f"full, {self.head_docs} documents; a state saved now (--save-state, loader.state_dict()) resumes "
@@ -178,9 +203,14 @@ class HeadTail(LocalPath):
             first_group, first_row = self._reader.begins_at(number)
             skip = first_row if group == first_group else 0
             names = list(columns)
+            rows = len(next(iter(columns.values()), ()))
+            grow = self.growth.row if self.growth is not None and self.growth.active else None
             for row, values in enumerate(zip(*columns.values()), start=1):
                 if row > skip:
-                    yield dict(zip(names, values)), (group, row)
+                    record = dict(zip(names, values))
+                    if grow is not None:
+                        grow(self._tail_files[j], group, row, record, rows, last)
+                    yield record, (group, row)
             if last:
                 return
 
@@ -191,12 +221,22 @@ class HeadTail(LocalPath):
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+        if self.growth is not None:
+            self.growth.close()
 
     # -- identity --------------------------------------------------------------------------------------------------
     def describe(self) -> dict:
         manifest = self.manifest or {}
+        grown = {"grown": self.growth.describe()} if self.growth is not None else {}
         return dict(super().describe(), tail=self.spec.tail, dataset=manifest.get("dataset"),
-                    revision=self.revision, head_documents=self.head_docs, tail_documents=self.tail_docs)
+                    revision=self.revision, head_documents=self.head_docs, tail_documents=self.tail_docs, **grown)
 
     def pinned(self) -> dict:
-        return dict(super().pinned(), revision=self.revision)
+        """The path and the Hub commit the bootstrap read (from its manifest when not opened yet: a resume state's
+        check)."""
+        revision = self.revision
+        if revision is None:
+            manifest_path = bootstrap_manifest_path(self.spec.local_path)
+            manifest = read_manifest(manifest_path) if manifest_path else None
+            revision = manifest.get("revision") if isinstance(manifest, dict) else None
+        return dict(super().pinned(), revision=revision)

@@ -36,13 +36,15 @@ class HubParquetReader:
 
     def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
                  read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0),
-                 first_rows: dict[int, tuple[int, int]] | None = None):
+                 first_rows: dict[int, tuple[int, int]] | None = None, fail_fast: bool = False):
         self.listing = listing
         self.columns = columns
         self.head = head
         """Where footers and the first row groups are kept and found again (None: always the network)."""
         self.start = tuple(start)
         """(file number, row group, row) of the first row to read: a resumed stream skips what came before."""
+        self.fail_fast = fail_fast
+        """A Hub that cannot be reached fails the read at once instead of after the retries (transient.py)."""
         self.first_rows = dict(first_rows or {})
         """(row group, row) where reading begins in the listing's later files (default (0, 0)): a file whose first
         rows are read from elsewhere (a local bootstrap) is read from the Hub after them."""
@@ -73,7 +75,7 @@ class HubParquetReader:
         data = self.head.get(file.path, start, end) if self.head is not None else None
         if data is None:
             self._pass_gate()
-            data = fetch_range(url, start, end)
+            data = fetch_range(url, start, end, self.fail_fast)
             if self.head is not None:
                 self.head.put(file.path, start, data)
         return data
@@ -113,7 +115,7 @@ class HubParquetReader:
                     start, end = column_span(metadata.row_group(group), names)
                     self._pass_gate()
                     last = group == metadata.num_row_groups - 1
-                    if not self._handoff.put(("group", group, last, start, fetch_range(url, start, end))):
+                    if not self._handoff.put(("group", group, last, start, fetch_range(url, start, end, self.fail_fast))):
                         return
             self._handoff.put(END)
         except _Stopped:

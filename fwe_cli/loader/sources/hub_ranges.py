@@ -15,9 +15,10 @@ FOOTER_PROBE = 64 * 1024
 REQUEST_TIMEOUT_S = 30.0
 
 
-def fetch_range(url: str, start: int, end: int) -> bytes:
+def fetch_range(url: str, start: int, end: int, fail_fast: bool = False) -> bytes:
     """Bytes [start, end) of `url` (redirects followed, as the Hub sends large files to a CDN); transient failures
-    retried. A server that ignores Range and sends the whole body is sliced."""
+    retried (a Hub that cannot be reached at all not, with `fail_fast`: the caller has a way out). A server that
+    ignores Range and sends the whole body is sliced."""
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
     def get() -> bytes:
@@ -33,7 +34,7 @@ def fetch_range(url: str, start: int, end: int) -> bytes:
         return body
 
     try:
-        return call_with_retries(get, f"reading {url}")
+        return call_with_retries(get, f"reading {url}", fail_fast=fail_fast)
     except SourceError:
         raise
     except Exception as exc:  # httpx/huggingface_hub raise many types; the cause stays chained

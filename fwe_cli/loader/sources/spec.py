@@ -109,3 +109,5 @@ class ReadOptions:
     tokenizer: str | None = None
     """The tokenizer the reader's documents will be encoded with (None: the source's own): a token directory is
     checked against it, and a bootstrap whose `tokens/` were made with it is read from those shards."""
+    grow: bool = False
+    """A bootstrap continued from the Hub (--tail hub) is appended the Hub documents read (sources.growth)."""
