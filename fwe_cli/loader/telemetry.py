@@ -92,10 +92,13 @@ class Parts:
     def __init__(self, heartbeat: Heartbeat):
         self._heartbeat = heartbeat
         self.batches: dict[str, int] = {}
+        self.last_step: dict[str, int] = {}
+        """The step of the latest batch from each part."""
         self.boundary: dict | None = None
 
     def note(self, part: str, step: int, dt: float, head_documents: int | None) -> None:
         self.batches[part] = self.batches.get(part, 0) + 1
+        self.last_step[part] = step
         if part == "tail" and self.boundary is None:
             self.boundary = {"step": step, "fetch_ms": round(dt * 1000, 3), "iso": utc_iso(),
                              "head_documents": head_documents}

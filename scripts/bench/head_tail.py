@@ -67,9 +67,9 @@ def p95(values: list[float]) -> float | None:
     return float(np.percentile(values, 95)) if values else None
 
 
-def run_loader(settings: dict, step_s: float, stop_after_boundary: int | None, limit: int | None,
-               keep: bool = False) -> dict:
-    """One loader in this process: fetch latency per step, first batch, boundary step (and the batches if `keep`)."""
+def run_loader(settings: dict, step_s: float, after_head: int | None, limit: int | None, keep: bool = False) -> dict:
+    """One loader in this process: fetch latency per step, first batch, boundary step (and the batches if `keep`).
+    Stops `after_head` batches after the last head batch, or after `limit` batches."""
     from fwe_cli.loader import FineWebLoader, resolve_config
 
     config = resolve_config(env={}, tokenizer=settings.pop("tokenizer"), seq_len=SEQ_LEN, batch_size=BATCH,
@@ -77,19 +77,54 @@ def run_loader(settings: dict, step_s: float, stop_after_boundary: int | None, l
     batches = []
     with FineWebLoader(config) as loader:
         for batch in loader:
+            steps = len(loader.fetch_s)
             if keep:
                 batches.append(np.array(batch))
-            boundary = (loader.parts.boundary or {}).get("step")
-            if boundary is not None and stop_after_boundary is not None and \
-                    len(loader.fetch_s) >= boundary + stop_after_boundary:
+            last_head = loader.parts.last_step.get("head", 0)
+            if after_head is not None and last_head and steps - last_head >= after_head:
                 break
-            if limit is not None and len(loader.fetch_s) >= limit:
+            if limit is not None and steps >= limit:
                 break
             if step_s:
                 time.sleep(step_s)  # the simulated training step: the loader's producer runs meanwhile
         stats = loader.stats()
     return {"first_batch_s": stats["first_batch_s"], "fetch_s": list(loader.fetch_s), "steps": stats["steps"],
             "parts": stats.get("parts"), "batches": batches}
+
+
+def shuffle_seed(files: int) -> int:
+    """A seed whose first epoch reads a file the bootstrap does not hold (not the first) first."""
+    from fwe_cli.loader.sources.order import permuted
+
+    return next(seed for seed in range(1000) if permuted(list(range(files)), "files", seed, 0)[0] != 0)
+
+
+def unreachable_endpoint() -> str:
+    """An endpoint on 127.0.0.1 that refuses connections (a port bound, then let go)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def time_to_failure(tokenizer: str, head: Path) -> dict:
+    """The bootstrap read with --tail hub and the Hub unreachable (the tokenizer is cached): seconds from the last
+    head batch handed over to the error, and the error's name and line."""
+    from fwe_cli.errors import FweError
+    from fwe_cli.loader import FineWebLoader, resolve_config
+
+    config = resolve_config(env={}, tokenizer=tokenizer, seq_len=SEQ_LEN, batch_size=BATCH, local_path=str(head),
+                            tail="hub")
+    last = time.perf_counter()
+    with FineWebLoader(config) as loader:
+        try:
+            for _ in loader:
+                last = time.perf_counter()
+        except FweError as exc:
+            return {"error": type(exc).__name__, "line": str(exc), "head_batches": len(loader.fetch_s),
+                    "boundary_to_error_s": round(time.perf_counter() - last, 3)}
+    return {"error": None, "line": None, "head_batches": len(loader.fetch_s), "boundary_to_error_s": None}
 
 
 def tokenize_batch_s(head: Path, tokenizer: str) -> float:
@@ -189,19 +224,30 @@ def main(argv: list[str] | None = None) -> int:
                                            after_rep=lambda rep, r: say(f"step {step_s * 1e3:g} ms: rep {rep + 1} done"))
                 by_step[f"{step_s * 1e3:g}"] = summarise(runs["local"], runs["head_tail"], rtt_s, tokenize_s)
                 say(f"step {step_s * 1e3:g} ms: {by_step[f'{step_s * 1e3:g}']}")
-            with hub_env(proxy.url, work / f"home{next(homes)}"):
-                joined = run_loader({"tokenizer": args.tokenizer, "local_path": str(head), "tail": "hub"}, 0,
-                                    AFTER_BOUNDARY, None, keep=True)
-                hub = run_loader({"tokenizer": args.tokenizer, "source": "hub", "revision": revision}, 0, None,
-                                 len(joined["batches"]), keep=True)
-            identical = len(joined["batches"]) == len(hub["batches"]) and all(
-                np.array_equal(a, b) for a, b in zip(joined["batches"], hub["batches"]))
-    say(f"head+tail == --source hub for {len(joined['batches'])} batches: {identical}")
+            identical = {}
+            for label, extra in (("no_shard", {}), ("shard_1_of_3", {"shard_mod": 3, "shard_rem": 1}),
+                                 ("shuffled", {"shuffle_seed": shuffle_seed(4), "shuffle_window": 256})):
+                with hub_env(proxy.url, work / f"home{next(homes)}"):
+                    joined = run_loader({"tokenizer": args.tokenizer, "local_path": str(head), "tail": "hub", **extra},
+                                        0, AFTER_BOUNDARY, None, keep=True)
+                    hub = run_loader({"tokenizer": args.tokenizer, "source": "hub", "revision": revision, **extra}, 0,
+                                     None, len(joined["batches"]), keep=True)
+                identical[label] = {"batches": len(joined["batches"]), "head_batches": joined["parts"]["head_batches"],
+                                    "identical": len(joined["batches"]) == len(hub["batches"]) and all(
+                                        np.array_equal(a, b) for a, b in zip(joined["batches"], hub["batches"]))}
+                say(f"head+tail == --source hub ({label}): {identical[label]}")
+            with hub_env(unreachable_endpoint(), work / f"home{next(homes)}"):
+                unreachable = time_to_failure(args.tokenizer, head)
+            say(f"Hub unreachable at the boundary: {unreachable}")
     harness.write_result(NAME, args, {
         "kind": "head_tail_bench", "rtt_ms": args.rtt_ms, "bootstrap": {"gb": args.gb, "documents": made["documents"],
                                                                        "bytes": made["bytes"]},
         "batch": [BATCH, SEQ_LEN], "tokenize_batch_ms": round(tokenize_s * 1e3, 3), "by_step_ms": by_step,
-        "identical_to_hub": identical, "batches_compared": len(joined["batches"]),
+        "identical_to_hub": identical, "unreachable": unreachable,
+        "claims": {"identical_to_hub": all(v["identical"] for v in identical.values()),
+                   "unreachable_exits_within_10_s": unreachable["error"] == "TailUnreachable"
+                                                    and unreachable["boundary_to_error_s"] <= 10,
+                   **{f"step_{k}_ms_{name}": ok for k, v in by_step.items() for name, ok in v["claims"].items()}},
     })
     return 0
 

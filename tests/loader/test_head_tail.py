@@ -99,13 +99,11 @@ def pull(n: int | None = None, tail_after_head: int | None = None, **settings) -
     head batch) and the loader's stats."""
     batches: list[np.ndarray] = []
     with FineWebLoader(resolve_config(env={}, **SHAPE, **settings)) as loader:
-        last_head, heads = 0, 0
         for batch in loader:
             batches.append(batch.copy())
             if tail_after_head is not None:
-                if loader.parts.batches.get("head", 0) > heads:
-                    heads, last_head = loader.parts.batches["head"], len(batches)
-                if heads and len(batches) - last_head >= tail_after_head:
+                last_head = loader.parts.last_step.get("head")
+                if last_head and len(batches) - last_head >= tail_after_head:
                     break
             elif len(batches) == n:
                 break
