@@ -194,10 +194,12 @@ def test_an_unreachable_hub_serves_the_head_then_exits_4_naming_what_was_served(
     assert f"{documents} documents" in result.stderr and "resumes" in result.stderr
     served = orjson.loads(state.read_bytes())["batches"]
     assert 0 < served < len(whole), result.stderr
+    artifact = orjson.loads(next((tmp_path / "artifacts" / "smoke").glob("*.json")).read_bytes())
+    assert artifact["loader"]["parts"]["head_batches"] == served and artifact["error"]["type"] == "TailUnreachable"
     with FineWebLoader(resolve_config(env={}, **SHAPE, local_path=str(out), tail="hub"),
                        state=orjson.loads(state.read_bytes())) as loader:
         after = [next(loader).copy() for _ in range(5)]
-        assert loader.parts.batches.get("tail", 0) > 0, (served, result.stderr, loader.parts.batches)
+        assert loader.parts.batches.get("tail", 0) > 0
     assert all(np.array_equal(a, b) for a, b in zip(after, whole[served:served + 5]))
 
 
@@ -323,3 +325,30 @@ def test_tail_refuses_a_bootstrap_that_is_not_of_the_hub(tmp_path, synthetic_jso
     result = invoke("smoke", "--local-path", str(out), "--tail", "hub", "--artifacts-dir", str(tmp_path / "a"))
     assert result.exit_code == 2, result.stderr
     assert "records no Hub listing" in result.stderr and str(out) in result.stderr
+
+
+def test_grow_reads_without_growing_while_another_run_holds_the_bootstrap(hub, head, tmp_path):
+    """While another run holds the bootstrap's lock (another rank growing it, `fwe bootstrap` extending it), a
+    --grow loader says so in one note and reads the same batches without writing anything."""
+    from fwe_cli.errors import FweNotice
+    from fwe_cli.loader.sources.bootstrap_format import Layout
+    from fwe_cli.output.lock import OutputLock
+
+    out = own_copy(head, tmp_path)
+    before = (out / "manifest.json").read_bytes()
+    expected, _ = pull(tail_after_head=5, local_path=str(out), tail="hub")
+    with OutputLock(Layout.for_out(str(out))), pytest.warns(FweNotice, match="not growing"):
+        got, stats = pull(tail_after_head=5, local_path=str(out), tail="hub", grow=True)
+    assert stats["source"]["grown"]["documents"] == 0
+    assert (out / "manifest.json").read_bytes() == before
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected)) and len(got) == len(expected)
+
+
+def test_grow_refuses_a_bootstrap_of_all_fields(hub, tmp_path):
+    """--grow on a --fields all bootstrap exits 2 in one line naming it (the loader reads only text and id)."""
+    out = tmp_path / "all-fields"
+    run_bootstrap(bootstrap_config(out=str(out), gb=HEAD_GB, source="hub", workers=0, fields="all"))
+    result = invoke("smoke", "--local-path", str(out), "--tail", "hub", "--grow", *SHAPE_FLAGS,
+                    "--artifacts-dir", str(tmp_path / "artifacts"))
+    assert result.exit_code == 2, result.stderr
+    assert "--fields all" in result.stderr and str(out) in result.stderr
