@@ -352,3 +352,19 @@ def test_grow_refuses_a_bootstrap_of_all_fields(hub, tmp_path):
                     "--artifacts-dir", str(tmp_path / "artifacts"))
     assert result.exit_code == 2, result.stderr
     assert "--fields all" in result.stderr and str(out) in result.stderr
+
+
+def test_a_state_saved_before_growth_resumes_after_it(hub, head, tmp_path):
+    """Parts appended by --grow move no position: a state saved before another run grew the bootstrap resumes with
+    the batches the uninterrupted run gives next (and the grown documents now come from disk)."""
+    out = own_copy(head, tmp_path)
+    whole, _ = pull(tail_after_head=20, local_path=str(out), tail="hub")  # past the old boundary
+    with FineWebLoader(resolve_config(env={}, **SHAPE, local_path=str(out), tail="hub")) as loader:
+        for _ in range(40):
+            next(loader)
+        state = loader.state_dict()
+    pull(tail_after_head=30, local_path=str(out), tail="hub", grow=True)
+    assert manifest_of(out)["totals"]["documents"] > manifest_of(head)["totals"]["documents"]
+    with FineWebLoader(resolve_config(env={}, **SHAPE, local_path=str(out), tail="hub"), state=state) as loader:
+        after = [next(loader).copy() for _ in range(len(whole) - 40)]
+    assert all(np.array_equal(a, b) for a, b in zip(after, whole[40:]))
