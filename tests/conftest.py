@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fwe_cli.loader.config import RANK_VARS
+from fwe_cli.loader.shard import SLURM_COUNT, SLURM_ID, SLURM_MIN
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import write_jsonl
 
@@ -15,7 +16,7 @@ from tests.helpers import write_jsonl
 def _no_launcher_rank(monkeypatch):
     """Tests run inside a torchrun or SLURM job still see one shard: the launcher's rank variables are hidden (a
     test that wants them sets them itself)."""
-    for pair in RANK_VARS.values():
+    for pair in (*RANK_VARS.values(), (SLURM_COUNT, SLURM_ID, SLURM_MIN)):
         for var in pair:
             monkeypatch.delenv(var, raising=False)
 

@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass, field
 
 from fwe_cli.loader.config import Shard, check_reading_settings
+from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.spec import FLAT_FIELDS, SourceSpec
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.sources.bootstrap_format import Layout
 
 FIELDS = ("text", "all")
-SLURM_COUNT, SLURM_ID, SLURM_MIN = "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN"
 GB = 10**9
 MB = 10**6
 DEFAULT_FILE_MB = 256
@@ -81,20 +81,6 @@ def _size(name: str, value: float, unit: int, limit: str) -> int:
     """`value` in `unit`s as bytes, after checking it against LIMITS[limit] (finite, > 0, at most the maximum)."""
     check_limit(limit, value, name)
     return max(1, int(round(value * unit)))
-
-
-def slurm_shard(env) -> Shard | None:
-    """Shard(SLURM_ARRAY_TASK_COUNT, SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) in a SLURM array job, else None."""
-    if not env.get(SLURM_COUNT) or not env.get(SLURM_ID):
-        return None
-    try:
-        count, task, low = int(env[SLURM_COUNT]), int(env[SLURM_ID]), int(env.get(SLURM_MIN) or 0)
-    except ValueError:
-        raise ConfigError(f"{SLURM_COUNT}={env[SLURM_COUNT]!r}, {SLURM_ID}={env[SLURM_ID]!r}: not integers") from None
-    if not 0 <= task - low < count:
-        raise ConfigError(f"{SLURM_ID}={task} is not within {low}..{low + count - 1} ({SLURM_MIN}, {SLURM_COUNT}): "
-                          "give --shard-mod/--shard-rem instead")
-    return Shard(count, task - low)
 
 
 def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None = None,

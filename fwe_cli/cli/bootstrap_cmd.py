@@ -206,7 +206,8 @@ def bootstrap(
 
 
 def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, force: bool):
-    """`fwe tokenize OUT --out OUT/tokens` for --tokenize (OUT.tokens beside a single-file bootstrap); None without."""
+    """`fwe tokenize OUT --out OUT/tokens` for --tokenize (OUT.tokens beside a single-file bootstrap); None without.
+    One task: a bootstrap split across nodes gives each node its own OUT, whose text that node tokenizes whole."""
     if tokenizer is None:
         if shard_tokens is not None:
             raise typer.BadParameter("--shard-tokens needs --tokenize", param_hint="--shard-tokens")
@@ -214,4 +215,4 @@ def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, forc
     from fwe_cli.tokens.run import tokenize_config
 
     out = config.out + ".tokens" if config.out.endswith(".jsonl") else os.path.join(config.out, "tokens")
-    return tokenize_config(config.out, out, tokenizer, shard_tokens, force=force)
+    return tokenize_config(config.out, out, tokenizer, shard_tokens, force=force, task=0, tasks=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.markup import escape
@@ -26,11 +26,19 @@ Safe to interrupt: a shard is written under a temporary name, fsynced and rename
 
 Encodes on every core (threads; the tiktoken fast path only once proven identical). Writes artifacts/tokenize/<UTC timestamp>.json; --json prints the result on stdout.
 
+Across nodes: run the same command as N tasks of a SLURM array (SLURM_ARRAY_TASK_ID/COUNT), under torchrun (RANK/WORLD_SIZE; LOCAL_WORLD_SIZE tasks of a node share its cores) or with --task I --tasks N. The input is split by file: consecutive files of about 16 x --shard-tokens bytes (a span; shards end where spans end, in a single run too) go to one task, contiguous and balanced by bytes. Task I writes OUT/tasks/IIIII-of-NNNNN/, resumable as above; the last task to finish links every task's shards into OUT with one manifest: the shards a single run writes, byte for byte, in its order. `fwe tokenize --merge --out OUT [DIR...]` does that merge by hand.
+
 Examples:
 
   fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_tokens
 
   fwe tokenize 'data/*.jsonl' --tokenizer ./tokenizer.json --out toks --shard-tokens 10000000
+
+  sbatch --array=0-15 --wrap 'fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_tokens'
+
+  torchrun --nproc-per-node 8 --no-python fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_tokens
+
+  fwe tokenize --merge --out /data/fwe_tokens    (merge OUT/tasks/* into OUT, if the last task did not)
 
   fwe tokenize --verify --out /data/fwe_tokens    (re-hash every shard and index against the manifest)
 """
@@ -41,7 +49,7 @@ def summary(result: dict, artifact: str | None) -> None:
     table = Table(title="fwe tokenize", title_justify="left", show_header=False)
     state = {"interrupted": "[bold yellow]INTERRUPTED (resumable)[/]"}.get(result["outcome"], "[bold green]COMPLETE[/]")
     table.add_row("result", f"{state} — {escape(str(result['outcome']))}")
-    table.add_row("output", escape(str(result["output"])))
+    table.add_row("output", escape(f"{result['output']} ({result['split']})"))
     tok = result["tokenizer"]
     table.add_row("tokenizer", escape(f"{tok['name']} (vocab {tok['vocab_size']:,}, eot {tok['eot']}, "
                                       f"{result['manifest']['dtype']})"))
@@ -55,9 +63,41 @@ def summary(result: dict, artifact: str | None) -> None:
     if bad.get("count"):
         table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest)")
     table.add_row("manifest", escape(str(result["manifest_path"])))
+    if "merge" in result:
+        table.add_row("merge", _merge_line(result["merge"]))
     if artifact:
         table.add_row("artifact", escape(artifact))
     console.print(table)
+
+
+def _merge_line(merge: dict) -> str:
+    """What the task's look at the other tasks found: the merge it made, or the tasks it waits for."""
+    if merge["outcome"] == "waiting":
+        more = f" (+{merge['waiting_count'] - len(merge['waiting_for'])} more)" \
+            if merge["waiting_count"] > len(merge["waiting_for"]) else ""
+        return (f"waiting for task(s) {', '.join(map(str, merge['waiting_for']))}{more}: the last to finish merges "
+                f"into {escape(merge['output'])}")
+    return (f"{escape(merge['outcome'])}: {merge['shards']} shard(s) of {merge['tasks']} task(s) in "
+            f"{escape(merge['output'])}")
+
+
+def _merge(dirs: list[str], out: str, force: bool, artifact: str, context: dict, json_out: bool) -> None:
+    """`fwe tokenize --merge`: the task outputs `dirs` (none: OUT/tasks/*) into `out`."""
+    from fwe_cli.tokens.merge import merge_tokens
+
+    prepare_output_dir(os.path.dirname(artifact))
+    try:
+        result = merge_tokens(dirs, out, force)
+    except FweError as exc:
+        write_failure_artifact(artifact, dict(context, ok=False, output=out, error=error_record(exc)))
+        raise
+    result["artifact"] = artifact
+    write_json(artifact, dict(context, **result))
+    console.print(f"[bold green]COMPLETE[/] — {_merge_line(result)}: {result['tokens']:,} tokens, "
+                  f"{result['files_linked']} file(s) linked, {result['files_copied']} copied; manifest "
+                  f"{escape(result['manifest_path'])}", soft_wrap=True)
+    if json_out:
+        print_json(result)
 
 
 def _verify(out: str, json_out: bool) -> None:
@@ -71,8 +111,9 @@ def _opt(kind, *names: str, help: str):
     return Annotated[Optional[kind], typer.Option(*names, help=help, show_default=False)]
 
 
-Src = Annotated[Optional[str], typer.Argument(help="Bootstrap directory, JSONL/TXT/parquet file, directory or glob.",
-                                              show_default=False)]
+Src = Annotated[Optional[List[str]], typer.Argument(
+    help="Bootstrap directory, JSONL/TXT/parquet file, directory or glob (quoted). With --merge: task outputs "
+         "(OUT/tasks/IIIII-of-NNNNN); none: every one under OUT/tasks/.", show_default=False)]
 Tokenizer = _opt(str, "--tokenizer", help="byte | path/to/tokenizer.json | Hub id (gpt2: works offline). Required.")
 Out = _opt(str, "--out", help="Output directory: shards + manifest.json.")
 ShardTokens = _opt(int, "--shard-tokens", help="Most tokens per shard (whole documents; a longer document gets a "
@@ -84,6 +125,12 @@ BadRecords = _opt(str, "--bad-records", help="Malformed source record: skip (cou
                                              "Default skip.")
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others).")]
 Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every shard and index.")]
+Task = _opt(int, "--task", help="This task's number, 0 <= I < --tasks. Default: SLURM_ARRAY_TASK_ID - "
+                                "SLURM_ARRAY_TASK_MIN, else RANK (torchrun), else 0.")
+Tasks = _opt(int, "--tasks", help="How many tasks split the input by file (each writes OUT/tasks/IIIII-of-NNNNN/; the "
+                                  "last to finish merges). Default: SLURM_ARRAY_TASK_COUNT, else WORLD_SIZE, else 1.")
+Merge = Annotated[bool, typer.Option("--merge", help="Only merge task outputs (the DIRs given, else OUT/tasks/*) into "
+                                                     "--out: one manifest, the shards linked in a single run's order.")]
 
 
 @fwe_command(with_loader_options=False)
@@ -95,6 +142,9 @@ def tokenize(
     threads: Threads = None,
     tokenizer_backend: Backend = None,
     bad_records: BadRecords = None,
+    task: Task = None,
+    tasks: Tasks = None,
+    merge: Merge = False,
     force: Force = False,
     verify: Verify = False,
     json_out: JsonFlag = False,
@@ -105,18 +155,25 @@ def tokenize(
     if verify:
         _verify(out, json_out)
         return
+    artifact = artifact_path(str(artifacts_dir), "tokenize")
+    context = {"command": "tokenize", "argv": sys.argv[1:], **provenance(os.path.dirname(os.path.abspath(out)))}
+    if merge:
+        _merge(src or [], out, force, artifact, context, json_out)
+        return
     if not src:
         raise typer.BadParameter("SRC is required: a bootstrap directory, JSONL/TXT/parquet files or a glob",
                                  param_hint="SRC")
+    if len(src) > 1:
+        raise typer.BadParameter(f"give one SRC, got {len(src)} (a glob the shell expanded? quote it: "
+                                 "'data/*.jsonl'); --merge takes several task outputs", param_hint="SRC")
     if not tokenizer:
         raise typer.BadParameter("--tokenizer is required (byte, a tokenizer.json, or a Hub id such as gpt2)",
                                  param_hint="--tokenizer")
     from fwe_cli.tokens.run import tokenize_config
 
-    config = tokenize_config(src, out, tokenizer, shard_tokens, threads, tokenizer_backend, bad_records, force)
-    artifact = artifact_path(str(artifacts_dir), "tokenize")
+    config = tokenize_config(src[0], out, tokenizer, shard_tokens, threads, tokenizer_backend, bad_records, force,
+                             task, tasks)
     prepare_output_dir(os.path.dirname(artifact))
-    context = {"command": "tokenize", "argv": sys.argv[1:], **provenance(os.path.dirname(os.path.abspath(out)))}
     try:
         with StopOnSignal() as stopper:
             result = tokenize_with_progress(config, stopper)

@@ -10,12 +10,16 @@ PID, which a refused run names.
 The holder deletes the file before it lets go, so a finished output keeps no lock file. A run that opened the
 file just before the delete could then lock an inode no longer reachable by name, which guards nothing: after
 locking, a run checks that the path still names its inode, and starts over when it does not.
+
+A run may instead wait for the holder to let go (`wait_s`): the tasks of a split `fwe tokenize` take the output's
+lock one after another to see whether they are the last one to finish (fwe_cli/tokens/merge.py).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 
 from fwe_cli.errors import OutputError
 from fwe_cli.output.kind import OutputLayout
@@ -23,14 +27,18 @@ from fwe_cli.output.nearest_existing import nearest_existing
 from fwe_cli.output.os_errors import on_output, resumable_output_error
 
 _ATTEMPTS = 10  # each retry means another run released the lock between our open and our flock: never many
+_POLL_S = 0.05  # how often a waiting run tries again
 
 
 class OutputLock:
     """`with OutputLock(layout):` holds the output's lock (creating its directory), or raises OutputError at once
     naming the PID of the run that holds it."""
 
-    def __init__(self, layout: OutputLayout):
-        """`layout`: the output's paths; a refused run names its kind's command as the holder."""
+    def __init__(self, layout: OutputLayout, wait_s: float = 0.0):
+        """`layout`: the output's paths; a refused run names its kind's command as the holder. `wait_s`: how long
+        to wait for the holder to let go before refusing (0: refuse at once)."""
+        self.wait_s = wait_s
+        self._deadline = 0.0
         self.layout = layout
         self.command = layout.kind.command
         self.path = layout.lock_path
@@ -38,7 +46,10 @@ class OutputLock:
         self._created: list[str] = []  # directories this run created, deepest first: removed again if left empty
 
     def __enter__(self) -> "OutputLock":
-        for _ in range(_ATTEMPTS):
+        self._deadline = time.monotonic() + self.wait_s
+        attempts = 0
+        while attempts < _ATTEMPTS or time.monotonic() < self._deadline:
+            attempts += 1
             self._make_directory()
             with on_output("create lock file", self.path):
                 try:
@@ -65,6 +76,9 @@ class OutputLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if time.monotonic() < self._deadline:
+                time.sleep(_POLL_S)
+                return False
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
             raise OutputError(f"{self.layout.out} is being written by another {self.command} (pid "

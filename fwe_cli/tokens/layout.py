@@ -5,6 +5,8 @@
     OUT/fineweb_train_000000.idx.npy     each shard's document index
     OUT/*.partial                        a shard or index being written (never read; removed by the next run)
     OUT/.fwe-tokens.lock                 held by the run writing OUT (fwe_cli/output/lock.py)
+    OUT/tasks/00003-of-00016/            task 3 of 16 of a split run (fwe_cli/tokens/split.py): a token output of
+                                         its own, whose shards the merge links into OUT (fwe_cli/tokens/merge.py)
 
 A shard is listed in the manifest only once it and its index are whole, fsynced and renamed; the manifest is
 replaced atomically after each shard (fwe_cli/output/manifest_file.py write_manifest) with the source position of
@@ -27,6 +29,7 @@ from fwe_cli.output.verify import verify_output
 
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = ".fwe-tokens.lock"
+TASKS_DIR = "tasks"  # the outputs of a split run's tasks, inside the output they merge into
 SHARD_PREFIX = "fineweb_train_"
 PARTIAL_SUFFIX = ".partial"
 _OWN_RE = re.compile(rf"^{SHARD_PREFIX}(\d{{6,}})(\.bin|{re.escape(INDEX_SUFFIX)})({re.escape(PARTIAL_SUFFIX)})?$")
@@ -101,7 +104,7 @@ class TokensLayout:
     def has_foreign_files(self) -> bool:
         if not os.path.isdir(self.out):
             return False
-        ours = {os.path.basename(path) for path, _ in self.own_files()} | {LOCK_NAME}
+        ours = {os.path.basename(path) for path, _ in self.own_files()} | {LOCK_NAME, TASKS_DIR}
         with on_output("list", self.out):
             return any(name not in ours for name in os.listdir(self.out))
 
@@ -110,6 +113,12 @@ class TokensLayout:
         listed = {name for shard in manifest["shards"] for name in (shard["name"], shard["index"])}
         return [path for path, number in self.own_files()
                 if number is not None and os.path.basename(path) not in listed]
+
+
+def totals(shards: list[dict]) -> dict:
+    """A manifest's `totals` of its listed shards."""
+    return {"tokens": sum(s["tokens"] for s in shards), "documents": sum(s["documents"] for s in shards),
+            "shards": len(shards), "bytes": sum(s["bytes"] + s["index_bytes"] for s in shards)}
 
 
 def tokenizer_identity(tokenizer, spec: str) -> dict:

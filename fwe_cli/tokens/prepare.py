@@ -1,9 +1,10 @@
 """What a `fwe tokenize` run starts from: a fresh output, a resume, a finished output, or a refusal.
 
 A resume must read the same source files (path, size, modification time: the source's fingerprint) with the same
-tokenizer (spec and vocabulary hash) into shards of the same size: anything else would mix two outputs in one, so it is refused
-(exit 8) naming what differs, unless --force (the decision is fwe_cli/output/prepare.py's; what differs is said
-here). Called with the output's lock held: it may delete files.
+tokenizer (spec and vocabulary hash) into shards of the same size, as the same task of the same split (tokens/split.py):
+anything else would mix two outputs in one, so it is refused (exit 8) naming what differs, unless --force (the
+decision is fwe_cli/output/prepare.py's; what differs is said here). Called with the output's lock held: it may
+delete files.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ from fwe_cli.loader.sources.token_shards import HEADER_INTS, MAGIC, TOKENS_FORMA
 from fwe_cli.output import prepare
 from fwe_cli.tokens.layout import TokensLayout
 
-_PLAIN = (".jsonl", ".json", ".txt", ".ndjson")  # formats whose resume offset is a byte offset of the file
 
-
-def open_text_source(src: str):
-    """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads. A
-    token directory has no text to tokenize: SourceError saying so."""
+def open_text_source(src: str, strict: bool = False):
+    """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads,
+    with `strict` a malformed record stops it (--bad-records error). A token directory has no text to tokenize:
+    SourceError saying so."""
     from fwe_cli.loader.sources.local_files import no_text
     from fwe_cli.loader.sources.registry import open_source
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 
-    source = open_source(SourceSpec("local", local_path=src), ReadOptions())
+    source = open_source(SourceSpec("local", local_path=src), ReadOptions(strict=strict))
     if source.reads_tokens:
         raise no_text(src)
     source.open(lambda stage: None)
@@ -40,20 +40,7 @@ def source_record(source) -> dict:
             "bytes": sum(f["bytes"] for f in files)}
 
 
-def source_offset(resume: dict | None, source: dict) -> int:
-    """Source bytes before a document (progress only: exact for plain JSONL/TXT, file-granular otherwise)."""
-    at = (resume or {}).get("at")
-    if not at:
-        return 0
-    number, offset = int(at[0]), int(at[1]) if len(at) > 1 else 0
-    files = source["files"]
-    before = sum(f["bytes"] for f in files[:number])
-    if number < len(files) and files[number]["path"].endswith(_PLAIN):
-        before += min(offset, files[number]["bytes"])
-    return before
-
-
-def fresh_manifest(config, identity: dict, source: dict) -> dict:
+def fresh_manifest(config, identity: dict, source: dict, split: dict) -> dict:
     return {
         "format": TOKENS_FORMAT, "complete": False, "fwe_version": fwe_cli.__version__,
         "tokenizer": {k: identity[k] for k in ("name", "vocab_hash", "vocab_sha256", "vocab_size", "eot", "eot_token",
@@ -61,18 +48,25 @@ def fresh_manifest(config, identity: dict, source: dict) -> dict:
         "vocab_size": identity["vocab_size"], "eot": identity["eot"],
         "version": identity["version"], "dtype": identity["dtype"], "shard_tokens": config.shard_tokens,
         "header": {"magic": MAGIC, "ints": HEADER_INTS, "eot_before_each_document": True},
-        "source": source, "shards": [], "totals": {"tokens": 0, "documents": 0, "shards": 0, "bytes": 0},
+        "source": source, "split": split, "shards": [],
+        "totals": {"tokens": 0, "documents": 0, "shards": 0, "bytes": 0},
         "bad_records": {"count": 0, "examples": []}, "started": utc_iso(), "finished": None, "runs": [],
-        "resume": {"next": None, "shards": 0, "bad_records": {"count": 0, "examples": []}},
+        "resume": {"span": split["spans"][0], "next": None, "shards": 0, "bad_records": {"count": 0, "examples": []}},
     }
 
 
-def _differences(manifest: dict, config, identity: dict, text) -> list[str]:
-    old, then, path = manifest.get("tokenizer") or {}, manifest.get("source") or {}, source_record(text)["path"]
+SPLIT_NAMED = {"source": ("source", str), "task": ("--task", str), "tasks": ("--tasks", str),
+               "span_bytes": ("span_bytes (shards end where spans of files end)", str)}
+
+
+def _differences(manifest: dict, config, identity: dict, text, source: dict, split: dict) -> list[str]:
+    old, then, path = manifest.get("tokenizer") or {}, manifest.get("source") or {}, source["path"]
+    was = manifest.get("split") or {}
     out = prepare.differences(
-        {"tokenizer": old.get("name"), "shard_tokens": manifest.get("shard_tokens"), "source": then.get("path")},
-        {"tokenizer": identity["name"], "shard_tokens": config.shard_tokens, "source": path},
-        {"source": ("source", str)})
+        {"tokenizer": old.get("name"), "shard_tokens": manifest.get("shard_tokens"), "source": then.get("path"),
+         **{key: was[key] for key in ("task", "tasks", "span_bytes") if key in was}},
+        {"tokenizer": identity["name"], "shard_tokens": config.shard_tokens, "source": path,
+         **{key: split[key] for key in ("task", "tasks", "span_bytes")}}, SPLIT_NAMED)
     # the ids are the same when the vocabulary is (GPT-2 built offline and fetched from the Hub); an output made before
     # the vocabulary hash was recorded is compared by its tokenizer.json's bytes
     key = "vocab_hash" if "vocab_hash" in old else "vocab_sha256"
@@ -85,10 +79,10 @@ def _differences(manifest: dict, config, identity: dict, text) -> list[str]:
     return out
 
 
-def prepare_output(config, layout: TokensLayout, identity: dict, text) -> dict:
+def prepare_output(config, layout: TokensLayout, identity: dict, text, source: dict, split: dict) -> dict:
     """The manifest to continue from (a fresh one for a new output or with --force), after removing the files a
     killed run left that the manifest does not list; OutputError for an output this run must not touch. `text`: the
-    opened source (open_text_source)."""
+    opened source (open_text_source), `source` its record (source_record), `split` this task's (SpanPlan.record)."""
     manifest = prepare.prepare_output(layout, config.force,
-                                      lambda manifest: _differences(manifest, config, identity, text))
-    return manifest or fresh_manifest(config, identity, source_record(text))
+                                      lambda manifest: _differences(manifest, config, identity, text, source, split))
+    return manifest or fresh_manifest(config, identity, source, split)

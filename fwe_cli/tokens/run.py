@@ -3,33 +3,42 @@
     from fwe_cli.tokens.run import TokenizeConfig, run_tokenize
     result = run_tokenize(TokenizeConfig(src="/data/fwe_bootstrap", out="/data/fwe_tokens", tokenizer="gpt2"))
 
-Documents are read with the loader's own DocumentStream (same files, order and records as `--local-path SRC`),
-encoded on every core (fwe_cli/tokens/encode.py), and packed whole into shards of at most `shard_tokens` tokens (a
-document longer than that gets a shard of its own): a shard is closed when the next document would not fit.
-After each shard the manifest records it and the `resume` of the next shard's first document, so a re-run after
-Ctrl-C, kill -9 or a full disk continues there and ends byte-identical to an uninterrupted run (at most one
-shard is tokenized again). Different arguments against an existing output are refused unless `force`.
+Documents are read through the source object and the loader's ordering (same files, order and records as
+`--local-path SRC`), span by span (consecutive files: tokens/split.py), encoded on every core
+(fwe_cli/tokens/encode.py), and packed whole into shards of at most `shard_tokens` tokens (a document longer than
+that gets a shard of its own): a shard is closed when the next document would not fit, and where a span ends.
+After each shard the manifest records it and the `resume` of the next shard's first document (its span, and its
+position in it), so a re-run after Ctrl-C, kill -9 or a full disk continues there and ends byte-identical to an
+uninterrupted run (at most one shard is tokenized again). Different arguments against an existing output are
+refused unless `force`.
+
+With a split (`split`: task I of N, from --task/--tasks, a SLURM array or torchrun) the run reads only its task's
+spans into OUT/tasks/IIIII-of-NNNNN/, resumable the same way; the task that finds every task complete when it ends
+merges them into OUT (tokens/merge.py).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SourceError, os_error_line
+from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SettingError, SourceError, os_error_line
 from fwe_cli.hostinfo import usable_cores
+from fwe_cli.loader.config import check_reading_settings
+from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
 from fwe_cli.output.lock import OutputLock
 from fwe_cli.output.manifest_file import write_manifest
 from fwe_cli.output.progress_clock import ProgressClock
 from fwe_cli.tokens.encode import DocEncoder
-from fwe_cli.tokens.layout import TokensLayout, tokenizer_identity
-from fwe_cli.tokens.prepare import open_text_source, prepare_output, source_offset
+from fwe_cli.tokens.layout import TokensLayout, tokenizer_identity, totals
+from fwe_cli.tokens.prepare import open_text_source, prepare_output, source_record
 from fwe_cli.tokens.shard_writer import ShardWriter
+from fwe_cli.tokens.split import SpanPlan, TaskSplit, resolve_split, task_threads
 
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py
 
@@ -48,6 +57,8 @@ class TokenizeConfig:
     backend: str = "auto"
     bad_records: str = "skip"
     force: bool = False
+    split: TaskSplit = field(default_factory=TaskSplit)
+    """Which task of a split run this is (tokens/split.py); one task writes `out` itself."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.shard_tokens, int) or not 1_000 <= self.shard_tokens <= 2**31 - 1:
@@ -57,22 +68,37 @@ class TokenizeConfig:
             raise ConfigError(f"--threads must be an integer from 0 (one per core) to 1024, got {self.threads!r}")
         if not self.src:
             raise ConfigError("the source to tokenize is missing (SRC: a bootstrap directory, files or a glob)")
+        if not isinstance(self.split, TaskSplit):
+            raise ConfigError(f"split must be a TaskSplit, got {self.split!r}")
+        try:
+            check_reading_settings(self.bad_records, Shard())
+        except SettingError as exc:
+            raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
 
 
 def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None = None, threads: int | None = None,
-                    backend: str | None = None, bad_records: str | None = None, force: bool = False) -> TokenizeConfig:
-    """The TokenizeConfig of command-line values, where None (a flag not given) leaves the field's default."""
+                    backend: str | None = None, bad_records: str | None = None, force: bool = False,
+                    task: int | None = None, tasks: int | None = None,
+                    env: Mapping[str, str] | None = None) -> TokenizeConfig:
+    """The TokenizeConfig of command-line values, where None (a flag not given) leaves the field's default. The
+    split is --task/--tasks, else the launcher's variables in `env` (default os.environ): a SLURM array's
+    task, else torchrun's RANK/WORLD_SIZE (whose tasks on one node, LOCAL_WORLD_SIZE, share its cores)."""
+    env = os.environ if env is None else env
+    split = resolve_split(task, tasks, env)
+    if threads is None:
+        threads = task_threads(split, env, usable_cores())
     given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records}
-    return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force,
+    return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force, split=split,
                           **{name: value for name, value in given.items() if value is not None})
 
 
 class _Run:
     def __init__(self, config: TokenizeConfig, on_progress, should_stop, faults: Faults):
         self.config, self.on_progress, self.should_stop, self.faults = config, on_progress, should_stop, faults
-        self.layout = TokensLayout.for_out(config.out)
+        self.layout = TokensLayout.for_out(config.split.out(config.out))
         self.clock = ProgressClock()
         self.done_bytes = 0
+        self.plan: SpanPlan | None = None
 
     def run(self) -> dict:
         layout = self.layout
@@ -82,59 +108,85 @@ class _Run:
 
         tokenizer = load_tokenizer(self.config.tokenizer, self.config.backend)
         with OutputLock(layout):
-            text = open_text_source(self.config.src)
+            text = open_text_source(self.config.src, strict=self.config.bad_records == "error")
             identity = tokenizer_identity(tokenizer, self.config.tokenizer)
-            manifest = prepare_output(self.config, layout, identity, text)
+            source = source_record(text)
+            self.plan = SpanPlan.of(source["files"], self.config.shard_tokens, self.config.split)
+            manifest = prepare_output(self.config, layout, identity, text, source, self.plan.record(self.config.split))
             self.manifest = manifest
-            if manifest["complete"]:
-                return self.result("already_complete", manifest["totals"]["tokens"])
-            getattr(tokenizer, "wait_upgrade", lambda timeout: None)(60.0)  # tiktoken once proven identical
-            manifest["runs"].append({"started": utc_iso(), "resumed_from_shards": len(manifest["shards"]),
-                                     "backend": getattr(tokenizer, "backend", "byte")})
-            write_manifest(layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
             self.start_tokens = manifest["totals"]["tokens"]
-            try:
-                outcome = self._tokenize(tokenizer, identity)
-            except DiskSpaceError as exc:
-                raise DiskSpaceError(f"disk full while writing {layout.out}: {exc}") from exc
-            except OSError as exc:  # writes to the output raise OutputError (output/os_errors.py): the source's
-                raise SourceError(os_error_line("read source", str(exc.filename or self.config.src), exc)) from None
-            return self.result(outcome, self.start_tokens)
+            outcome = "already_complete" if manifest["complete"] else self._resume(tokenizer, identity, text)
+        result = self.result(outcome, self.start_tokens)
+        if self.config.split.tasks > 1 and manifest["complete"]:
+            from fwe_cli.tokens.merge import merge_when_done
 
-    def _tokenize(self, tokenizer, identity: dict) -> str:
-        from fwe_cli.loader.config import resolve_config
-        from fwe_cli.loader.sources.bad_records import BadRecords
-        from fwe_cli.loader.sources.stream import DocumentStream
+            merged = merge_when_done(self.config.out, self.config.split.tasks, self.faults)
+            result["merge"] = {key: value for key, value in merged.items() if key != "manifest"}
+        return result
 
-        config, manifest = self.config, self.manifest
-        resume = manifest["resume"] or {}
-        loader_config = resolve_config(env={}, local_path=config.src, tokenizer=config.tokenizer,
-                                       bad_records=config.bad_records)
-        bad = resume.get("bad_records") or {"count": 0, "examples": []}
-        stream = DocumentStream(loader_config, start=resume.get("next"), expect=manifest["source"]["files"],
-                                bad=BadRecords(**bad))
-        threads = config.threads or usable_cores()
-        encoder = DocEncoder(tokenizer, threads, dtype_for(identity["version"]))
-        self.encoder = encoder
-        shards = manifest["shards"]
-        writer: ShardWriter | None = None
-        limit = config.shard_tokens
-        self.progress(force=True)
+    def _resume(self, tokenizer, identity: dict, text) -> str:
+        """Continue the output from its manifest's resume point to the end of this task's spans."""
+        manifest, layout = self.manifest, self.layout
+        getattr(tokenizer, "wait_upgrade", lambda timeout: None)(60.0)  # tiktoken once proven identical
+        manifest["runs"].append({"started": utc_iso(), "resumed_from_shards": len(manifest["shards"]),
+                                 "backend": getattr(tokenizer, "backend", "byte")})
+        write_manifest(layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
         try:
-            for batch in encoder.batches(stream, lambda: stream.bad.count):
+            return self._tokenize(tokenizer, identity, text)
+        except DiskSpaceError as exc:
+            raise DiskSpaceError(f"disk full while writing {layout.out}: {exc}") from exc
+        except OSError as exc:  # writes to the output raise OutputError (output/os_errors.py): the source's
+            raise SourceError(os_error_line("read source", str(exc.filename or self.config.src), exc)) from None
+
+    def _tokenize(self, tokenizer, identity: dict, text) -> str:
+        from fwe_cli.loader.sources.bad_records import BadRecords
+
+        config, manifest, plan = self.config, self.manifest, self.plan
+        resume = manifest["resume"] or {}
+        text.bad = BadRecords(**(resume.get("bad_records") or {"count": 0, "examples": []}))
+        self.encoder = DocEncoder(tokenizer, config.threads or usable_cores(), dtype_for(identity["version"]))
+        self.version = identity["version"]
+        self.progress(force=True)
+        first = int(resume.get("span", plan.first))
+        for span in range(first, plan.end):
+            start = resume.get("next") if span == first else None
+            if self._span(text, span, start) == "interrupted":
+                return "interrupted"
+        if not manifest["shards"] and config.split.tasks == 1:
+            raise SourceError(f"{config.src} produced no documents ({text.bad.count} bad records): nothing to "
+                              "tokenize")
+        manifest.update(complete=True, finished=utc_iso(), resume=None, bad_records=text.bad.to_dict())
+        manifest["runs"][-1].update(finished=utc_iso(), outcome="source exhausted",
+                                    encoded_by_backend=self.encoder.by_backend)
+        write_manifest(self.layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
+        self.progress(force=True)
+        return "source exhausted"
+
+    def _span(self, text, span: int, start: dict | None) -> str:
+        """Tokenize span `span` from document `start` (None: its first) into shards, the last one closed at its end;
+        'interrupted' when `should_stop` said so."""
+        from fwe_cli.loader.sources.order import ordered
+
+        lo, hi = self.plan.spans[span]
+        docs = ordered(lambda epoch, at: text.documents(epoch, at, lambda files, _epoch: files[lo:hi]), Shard(),
+                       start=start)
+        shards, limit = self.manifest["shards"], self.config.shard_tokens
+        writer: ShardWriter | None = None
+        try:
+            for batch in self.encoder.batches(docs, lambda: text.bad.count):
                 first = first_pos = position = 0  # first document (and token) of the batch not yet in a writer
                 for i, n in enumerate(batch.lengths.tolist()):
                     if writer is None:
-                        writer = ShardWriter(self.layout.shard_path(len(shards)), identity["version"])
+                        writer = ShardWriter(self.layout.shard_path(len(shards)), self.version)
                     held = writer.tokens + position - first_pos
                     if held and held + n > limit:  # the shard is closed before the document that does not fit
                         writer.add(batch.tokens[first_pos:position], batch.lengths[first:i])
-                        self._finish(writer, stream, batch.resumes[i], batch.bad_before[i])
-                        writer = ShardWriter(self.layout.shard_path(len(shards)), identity["version"])
+                        self._finish(writer, text, {"span": span, "next": batch.resumes[i]}, batch.bad_before[i])
+                        writer = ShardWriter(self.layout.shard_path(len(shards)), self.version)
                         first, first_pos = i, position
                     position += n
                 writer.add(batch.tokens[first_pos:position], batch.lengths[first:])
-                self.done_bytes = source_offset(batch.resumes[-1], self.manifest["source"])
+                self.done_bytes = self.plan.done_bytes(span, batch.resumes[-1])
                 if self.faults.active:
                     self.faults.reached("tokens-batch")
                 if self.should_stop():
@@ -142,32 +194,26 @@ class _Run:
                     writer = None
                     return "interrupted"
                 self.progress()
-            if writer is not None and writer.documents:
-                self._finish(writer, stream, None, None)
+            if writer is not None and writer.documents:  # a span's last shard ends with it
+                following = {"span": span + 1, "next": None} if span + 1 < self.plan.end else None
+                self._finish(writer, text, following, text.bad.count)
                 writer = None
         finally:
             if writer is not None:
                 writer.abandon()
-        if not shards:
-            raise SourceError(f"{config.src} produced no documents ({stream.bad.count} bad records): nothing to "
-                              "tokenize")
-        manifest.update(complete=True, finished=utc_iso(), resume=None, bad_records=stream.bad.to_dict())
-        manifest["runs"][-1].update(finished=utc_iso(), outcome="source exhausted",
-                                    encoded_by_backend=encoder.by_backend)
-        write_manifest(self.layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
-        self.progress(force=True)
-        return "source exhausted"
+        return "span done"
 
-    def _finish(self, writer: ShardWriter, stream, next_resume: dict | None, bad_before: int | None) -> None:
-        """Make the shard final, list it, and record where the next shard starts."""
+    def _finish(self, writer: ShardWriter, text, following: dict | None, bad_before: int) -> None:
+        """Make the shard final, list it, and record where the next shard starts (`following`: its span and first
+        document; None after the last shard, when the completion records the end)."""
         manifest = self.manifest
         entry = writer.finish(before_rename=lambda: self.faults.reached("shard-fsynced"),
                               after_rename=lambda: self.faults.reached("shard-renamed"))
         manifest["shards"].append(entry)
         manifest["totals"] = totals(manifest["shards"])
-        if next_resume is not None:
-            examples = stream.bad.to_dict()["examples"][:bad_before]
-            manifest["resume"] = {"next": next_resume, "shards": len(manifest["shards"]),
+        if following is not None:
+            examples = text.bad.to_dict()["examples"][:bad_before]
+            manifest["resume"] = {**following, "shards": len(manifest["shards"]),
                                   "bad_records": {"count": bad_before, "examples": examples}}
             write_manifest(self.layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))
         self.progress(force=True)
@@ -179,7 +225,7 @@ class _Run:
         done = self.manifest["totals"]["tokens"] - self.start_tokens
         self.on_progress({"tokens": self.manifest["totals"]["tokens"], "shards": len(self.manifest["shards"]),
                           "documents": self.manifest["totals"]["documents"], "elapsed_s": round(elapsed, 3),
-                          "source_bytes_done": self.done_bytes, "source_bytes": self.manifest["source"]["bytes"],
+                          "source_bytes_done": self.done_bytes, "source_bytes": self.plan.task_bytes,
                           "tokens_per_s": round(done / elapsed, 1) if elapsed > 0 else 0.0})
 
     def result(self, outcome: str, start_tokens: int) -> dict:
@@ -189,6 +235,7 @@ class _Run:
         encoder = getattr(self, "encoder", None)
         return {"ok": bool(manifest["complete"]), "complete": bool(manifest["complete"]), "outcome": outcome,
                 "output": self.layout.out, "manifest_path": self.layout.manifest_path,
+                "split": self.config.split.describe(),
                 "tokenizer": manifest["tokenizer"], "shards": len(manifest["shards"]), **manifest["totals"],
                 "tokens_this_run": done, "seconds": round(seconds, 3),
                 "tokens_per_s": round(done / seconds, 1) if seconds > 0 else 0.0,
@@ -196,11 +243,6 @@ class _Run:
                 "encoded_by_backend": encoder.by_backend if encoder else {},
                 "per_document_fallbacks": encoder.fallbacks if encoder else 0,
                 "fwe_version": fwe_cli.__version__, "manifest": manifest}
-
-
-def totals(shards: list[dict]) -> dict:
-    return {"tokens": sum(s["tokens"] for s in shards), "documents": sum(s["documents"] for s in shards),
-            "shards": len(shards), "bytes": sum(s["bytes"] + s["index_bytes"] for s in shards)}
 
 
 def run_tokenize(config: TokenizeConfig, on_progress: Callable[[dict], None] = lambda info: None,

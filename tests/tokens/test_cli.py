@@ -90,6 +90,9 @@ def test_json_result_artifact_and_verify(tmp_path, source):
     ((), "SRC is required"),
     (("--tokenizer", "byte", "--shard-tokens", "5"), "--shard-tokens must be"),
     (("--tokenizer", "/nope/tokenizer.json"), "does not exist"),
+    (("--tokenizer", "byte", "--task", "1"), "--task and --tasks go together"),
+    (("--tokenizer", "byte", "--task", "2", "--tasks", "2"), "--task must be an integer from 0 to 1"),
+    (("other.jsonl", "--tokenizer", "byte"), "give one SRC, got 2"),
 ])
 def test_usage_and_tokenizer_errors_are_one_line(tmp_path, source, args, needle):
     """Bad usage exits 2, an unloadable tokenizer 4; each is one line saying what is wrong (the `fwe` process
