@@ -3,7 +3,8 @@
 Runs on the prefetch thread (or inline without prefetch). Tokenization of doc batch k+1.. overlaps with
 packing of batch k: up to 2 x threads doc batches are in flight on a thread pool and results are taken
 strictly in submission order, so the batch stream never depends on thread count, queue depth or timing.
-`stage` always names what the producer is doing, so a stall can be reported precisely.
+`stage` always names what the producer is doing, so a stall can be reported precisely, and `clock` times each stage
+(loader.stages), so a wait can be split by what the producer did during it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
+from fwe_cli.loader.stages import StageClock, bind, stage_key
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
@@ -51,6 +53,7 @@ class Pipeline:
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
+        self.clock = StageClock()  # seconds per stage key; `stage` below enters each description's key
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
         self._tokenizer_load: _InBackground | None = None
@@ -71,6 +74,15 @@ class Pipeline:
         self._lock = threading.Lock()
         # the document batches of the batches queued, in flight and being packed: which document a batch ended in
         self.recent = RecentBatches(config.queue_depth + 2 * self.threads + 4, self._stream_tokens)
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, description: str) -> None:
+        self._stage = description
+        self.clock.enter(stage_key(description))
 
     def _set_stage(self, stage: str) -> None:
         self.stage = stage
@@ -198,6 +210,7 @@ class Pipeline:
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
+        bind(self.clock)  # a source's own `stages.note` on this thread reaches this producer's clock
         self.stage = "opening source"
         self.documents.prepare()
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
@@ -233,7 +246,7 @@ class Pipeline:
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
-                self.stage = "reading documents"
+                self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
         self.stage = "finished"
 
 

@@ -211,6 +211,22 @@ def test_delay_is_added_to_every_request(hub):
         assert time.monotonic() - started >= 0.2
 
 
+def test_burst_makes_every_nth_matching_request_late(hub):
+    """burst_every=2 on README reads: the 2nd and 4th README request are late by at least the burst delay and
+    logged as 'burst'; the others, and requests that do not match, are not counted nor delayed."""
+    hub.set_faults(burst_every=2, burst_delay_s=0.3, burst_match="README")
+    late = []
+    for path in ("README.md", "README.md", "x", "README.md", "README.md"):
+        started = time.monotonic()
+        request(hub.url, "HEAD", f"{DS}/resolve/main/{path}")
+        late.append(time.monotonic() - started >= 0.3)
+    faults = [r["fault"] for r in hub.requests()]
+    assert faults == [None, "burst", None, None, "burst"]
+    assert late[1] and late[4]  # lower bounds only: the others may be slow too on a loaded machine
+    with pytest.raises(ValueError, match="burst_every must be >= 0"):
+        hub.set_faults(burst_every=-1)
+
+
 def test_request_log_file_mirrors_memory_with_templated_endpoints(hub):
     """The JSON-lines log holds the same records; endpoints replace repo ids, shas and shard numbers."""
     sha = sha_of(hub)
