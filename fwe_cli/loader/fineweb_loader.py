@@ -290,5 +290,5 @@ class FineWebLoader:
             "fallback": self.fallback,
             "parts": self.parts.to_dict(),
             "producer_alive": self.producer_alive,
-            **self.waits.stats(p.clock),  # mean_queue_fill, stall_by_stage_s, first_wait_by_stage_s, producer_s_by_stage
+            **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (loader.stages)
         }

@@ -40,11 +40,17 @@ _PREFIXES = (("starting", "open"), ("opening source", "open"), ("waiting for", "
              ("loading tokenizer", "tokenizer_load"), ("reading", "source_read"), ("tokenizing", "tokenize"),
              ("packing", "pack"))
 _bound = threading.local()
+_known: dict[str, str] = {}  # description -> key: the producer sets the same few descriptions again and again
 
 
 def stage_key(description: str) -> str:
     """The key of a producer stage description ('reading first document' -> 'source_read'); 'other' if unknown."""
-    return next((key for prefix, key in _PREFIXES if description.startswith(prefix)), "other")
+    key = _known.get(description)
+    if key is None:
+        key = next((key for prefix, key in _PREFIXES if description.startswith(prefix)), "other")
+        if len(_known) < 1024:  # descriptions naming files or repos are many only in a long-lived process
+            _known[description] = key
+    return key
 
 
 class StageClock:
@@ -124,23 +130,25 @@ class WaitBook:
 
     def begin(self, clock: StageClock, prefetcher) -> tuple:
         """The wait starts now; `prefetcher` (None without prefetch: the consumer produces, nothing is queued)."""
-        t0, totals = clock.snapshot()
         fill = prefetcher.qsize() if prefetcher is not None else None
         if fill is not None:
             self.fills.append(fill)
+        if fill:  # a batch is queued: the wait is the hand-off, whatever the producer does (no clock reading)
+            return clock, time.perf_counter(), None, fill
+        t0, totals = clock.snapshot()
         return clock, t0, totals, fill
 
     def end(self, began: tuple, clock: StageClock) -> tuple[float, dict[str, float], int | None]:
         """(seconds waited, their split by stage, batches queued when the wait began), counted in the totals."""
         old, t0, before, fill = began
-        t1, after = clock.snapshot()
-        dt = t1 - t0
-        if clock is not old:  # a synthetic fallback replaced the producer during the wait
-            split = {"other": dt}
-        elif fill:  # a batch was queued: the wait was the hand-off, not the producer
+        if before is None:
+            dt = time.perf_counter() - t0
             split = {"queue_get": dt}
         else:
-            split = between(before, after)
+            t1, after = clock.snapshot()
+            dt = t1 - t0
+            # a synthetic fallback may have replaced the producer during the wait: its clock started afresh
+            split = between(before, after) if clock is old else {"other": dt}
         if self.first_s is None:
             self.first_s = split
         else:

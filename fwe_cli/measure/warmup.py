@@ -64,7 +64,8 @@ def work_times(produced: Sequence[tuple[float, float]], start: float) -> list[fl
     return work
 
 
-def simulate(work: Sequence[float], step_s: float, steps: int, warmup: int, queue_depth: int) -> tuple[list[float], float]:
+def simulate(work: Sequence[float], step_s: float, steps: int, warmup: int,
+             queue_depth: int) -> tuple[list[float], float]:
     """(each step's wait, from step 2 on; the moment training starts) for `steps` steps with that warmup and queue
     depth, in the model of the module docstring. `work` must cover max(steps, warmup) batches."""
     put: list[float] = []
@@ -157,7 +158,8 @@ def advice_env(advice: dict | None, queue_depth: int) -> dict[str, str]:
 
     if not advice or not advice["batches"]:
         return {}
-    env = {SETTING_ENV["warmup_batches"]: str(advice["batches"]), SETTING_ENV["warmup_timeout"]: f"{advice['timeout_s']:g}"}
+    env = {SETTING_ENV["warmup_batches"]: str(advice["batches"]),
+           SETTING_ENV["warmup_timeout"]: f"{advice['timeout_s']:g}"}
     if advice["queue_depth"] > queue_depth:
         env[SETTING_ENV["queue_depth"]] = str(advice["queue_depth"])
     return env

@@ -80,7 +80,8 @@ def _advice(record: dict) -> list[str]:
         lines += [f"Where the wait went: {split['line']}", ""]
     if "warmup_advice" in record:
         config = record.get("config") or {}
-        lines += [advice_line(record["warmup_advice"], config.get("queue_depth", 0), config.get("warmup_batches", 0)), ""]
+        queue_depth, warmup_batches = config.get("queue_depth", 0), config.get("warmup_batches", 0)
+        lines += [advice_line(record["warmup_advice"], queue_depth, warmup_batches), ""]
     return lines
 
 

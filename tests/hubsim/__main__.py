@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     faults.add_argument("--drop-match", default="", help="Regex choosing answers to cut (default: all).")
     faults.add_argument("--stall-match", default=None, help="Regex choosing requests never answered.")
     faults.add_argument("--burst-every", type=int, default=0,
-                        help="Make every Nth request matching --burst-match late by --burst-ms (default 0: none).")
+                        help="Make about one in N distinct requests matching --burst-match late by --burst-ms, "
+                             "the same ones on every run (default 0: none).")
     faults.add_argument("--burst-ms", type=float, default=300.0, help="How late a burst answer is (default 300).")
     faults.add_argument("--burst-match", default="", help="Regex choosing requests counted for bursts (default: all).")
     serve.set_defaults(run=_serve)

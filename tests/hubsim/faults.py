@@ -11,9 +11,10 @@ footer, '' every request):
 - drop_after_bytes: the first drop_count matching requests that have a body get their headers and this
   many body bytes, then the connection is cut (the client sees a short read).
 - stall_match: matching requests are never answered (until the server stops): a hung Hub.
-- burst_every x burst_delay_s: of the requests matching burst_match, the burst_every-th, 2 x burst_every-th, ...
-  (in arrival order) waits burst_delay_s more before its answer: a bursty Hub where some reads (say, some row groups'
-  range reads) come late while the others do not.
+- burst_every x burst_delay_s: about one in burst_every of the distinct requests matching burst_match waits
+  burst_delay_s more before its answer: a bursty Hub where some reads (say, some row groups' range reads) come late
+  while the others do not. Which ones is fixed by the request line (a hash of it), not by arrival order, so every
+  run reading the same data meets the same late row groups, however many runs came before it.
 
 Added round-trip time is not here: it is the TCP proxy's job (proxy.py), because it costs per connection
 and per exchange, not per request handled.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+import zlib
 from dataclasses import dataclass
 
 
@@ -52,7 +54,8 @@ class Faults:
     stall_match: str | None = None
     """Regex selecting requests that are never answered; None stalls nothing."""
     burst_every: int = 0
-    """Every this-many-th request matching `burst_match` is late by `burst_delay_s` (0: none is)."""
+    """About one in this many distinct requests matching `burst_match` is late by `burst_delay_s`, always the same
+    ones (0: none is)."""
     burst_delay_s: float = 0.0
     """Seconds a late (burst) answer waits, on top of `delay_s`."""
     burst_match: str = ""
@@ -107,7 +110,6 @@ class FaultState:
         self._fails_left = faults.fail_count
         self._drops_left = faults.drop_count if faults.drop_after_bytes is not None else 0
         self._failed_lines: set[str] = set()
-        self._burst_seen = 0
         self.released = threading.Event()
         """Set when these faults are replaced or the server stops: stalled requests then end."""
 
@@ -116,13 +118,12 @@ class FaultState:
         return pattern is not None and re.search(pattern, request_line) is not None
 
     def burst_delay(self, request_line: str) -> float:
-        """Seconds this request is to be late: burst_delay_s for every burst_every-th matching one, else 0."""
+        """Seconds this request is to be late: burst_delay_s for a matching one whose line hashes to 0 modulo
+        burst_every (crc32: the same lines on every run and platform), else 0."""
         f = self.faults
         if not (f.burst_every and f.burst_delay_s) or re.search(f.burst_match, request_line) is None:
             return 0.0
-        with self._lock:
-            self._burst_seen += 1
-            return f.burst_delay_s if self._burst_seen % f.burst_every == 0 else 0.0
+        return f.burst_delay_s if zlib.crc32(request_line.encode()) % f.burst_every == 0 else 0.0
 
     def take_failure(self, request_line: str) -> bool:
         """True (and one failure used up) when this request is to be failed."""

@@ -134,8 +134,9 @@ def test_tune_leaves_the_verification_out_when_the_budget_is_spent(monkeypatch):
 
 def test_measure_says_where_the_stall_went_and_the_warmup_that_removes_it(tmp_path):
     """Every tokenize call sleeps 400 ms (the test hook) and a batch is ~8 documents, so batch 2 comes ~400 ms
-    after batch 1, 300 ms later than the 100 ms step asks for it, however fast the machine: the run stalls, the waits are mostly tokenize (the stage that sleeps),
-    the summary's line says so, and the advice is a warmup whose variables `fwe measure` prints."""
+    after batch 1, 300 ms later than the 100 ms step asks for it, however fast the machine: the run stalls, the
+    waits are mostly tokenize (the stage that sleeps), the summary's line says so, and the advice is a warmup whose
+    variables `fwe measure` prints."""
     result = invoke("measure", "--cold", "--source", "synthetic", "--tokenizer", "byte", "--seq-len", "2048",
                     "--batch", "8", "--steps", "20", "--json", "--artifacts-dir", str(tmp_path),
                     env={"FWE_TEST_SLOW_DOC_BATCH": "64:400"})

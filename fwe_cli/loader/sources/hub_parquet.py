@@ -165,7 +165,7 @@ class HubParquetReader:
         view = parquet = names = file = None
         try:
             while True:
-                note("source_read")  # the producer's stage clock (loader.stages): waiting for the network, then decoding
+                note("source_read")  # the producer's stage (loader.stages): waiting for the network, then decoding
                 item = self._get()
                 if item is END:
                     return
