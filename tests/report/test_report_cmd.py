@@ -119,3 +119,13 @@ def test_without_matplotlib_markdown_only_exit_0_one_warning(tmp_path, inputs):
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]
     markdown = (out / "report.md").read_text()
     assert "## 1. fwe measure" in markdown and "| run00-cold |" in markdown and "![" not in markdown
+
+
+def test_smoke_stage_picture_is_its_loaders_split(inputs):
+    """A smoke artifact carries the loader's stall_by_stage_s (its waits after the first batch, by producer stage):
+    its stages picture draws exactly that, one bar."""
+    (section,) = plan_sections(read_inputs([inputs["smoke"]]))
+    split = orjson.loads(Path(inputs["smoke"]).read_bytes())["loader"]["stall_by_stage_s"]
+    (stages,) = [p for p in section.pictures if p.kind == "stages"]
+    assert split and stages.data.labels == ("smoke",)
+    assert dict(zip(stages.data.stages, stages.data.seconds[0])) == split
