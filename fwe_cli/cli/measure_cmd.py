@@ -62,6 +62,13 @@ def _stall_cell(stall: float | None) -> str:
     return "—" if stall is None else f"{stall:.1%}"
 
 
+def _stalled_cell(run: dict) -> str:
+    """Steps after the first that found the queue empty and waited (measure.warmup.stalled_steps), and the first."""
+    if not run.get("stalled_steps"):
+        return "—" if run.get("stalled_steps") is None else "0"
+    return f"{run['stalled_steps']} (from {run['first_stalled_step']})"
+
+
 def _live_row(step_ms: float) -> tuple[list[str], Callable[[dict], list[str]]]:
     """Columns of the live table after the run's kind, and how a finished run fills them."""
     columns = ["first batch", "p95", _stall_header(step_ms), "tokens/s"]
@@ -78,16 +85,16 @@ def _runs_table(summary: dict) -> Table:
                   caption=None if summary["plan"]["step_ms"] else "stall: — with --step-ms 0 (the loader alone)",
                   caption_justify="left")
     for column in ("run", "first batch", "slowest phase", "p50", "p95", "p99", _stall_header(summary["plan"]["step_ms"]),
-                   "tokens/s", "RSS MB", "requests"):
+                   "stalled steps", "tokens/s", "RSS MB", "requests"):
         table.add_column(column, justify="left" if column in ("run", "slowest phase") else "right")
     for run in summary["runs"]:
         if run.get("error"):
-            table.add_row(run["kind"], "[red]failed[/]", escape(run["error"]["message"][:60]), *[""] * 7)
+            table.add_row(run["kind"], "[red]failed[/]", escape(run["error"]["message"][:60]), *[""] * 8)
             continue
         phase, secs = max(run["phases"].items(), key=lambda kv: kv[1])
         table.add_row(run["kind"], fmt_s(run["first_batch_s"]), f"{phase} {fmt_s(secs)}", fmt_ms(run["fetch_p50_ms"]),
                       fmt_ms(run["fetch_p95_ms"]), fmt_ms(run["fetch_p99_ms"]),
-                      _stall_cell(run["stall_fraction"]), f"{run['tokens_per_s'] or 0:,.0f}",
+                      _stall_cell(run["stall_fraction"]), _stalled_cell(run), f"{run['tokens_per_s'] or 0:,.0f}",
                       f"{run['peak_rss_mb']:.0f}", "—" if run["requests"] is None else str(run["requests"]))
     return table
 
@@ -109,6 +116,15 @@ def _verdict_table(summary: dict) -> Table:
     for check in summary["verdict"]["checks"]:
         table.add_row(*_verdict_cells(check), "[green]pass[/]" if check["pass"] else "[bold red]MISS[/]")
     return table
+
+
+def _advice(summary: dict, queue_depth: int, warmup_batches: int) -> None:
+    """Where the stall went (by producer stage) and the warmup that would have removed the stalled steps."""
+    from fwe_cli.measure.warmup import advice_line
+
+    if summary["stall_split"] is not None:
+        console.print(f"where the wait went: {escape(summary['stall_split']['line'])}", soft_wrap=True)
+    console.print(escape(advice_line(summary["warmup_advice"], queue_depth, warmup_batches)), soft_wrap=True)
 
 
 @fwe_command(hidden=("heartbeat_dir",))
@@ -153,6 +169,7 @@ def measure(
     else:
         console.print(_runs_table(summary))
         console.print(_verdict_table(summary))
+        _advice(summary, config.queue_depth, config.warmup_batches)
         console.print(f"artifacts: {escape(out_dir)}")
     print_gate(summary, regression, table=not json_out)  # the deltas; with --json only a lost regression's line
     if outcome is None and not summary["verdict"]["pass"]:

@@ -18,6 +18,7 @@ from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, Run
 from fwe_cli.cli.output import console, fmt_ms, print_json
 from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
+from fwe_cli.measure.tune_warmup import warmup_text
 
 HELP = "\n\n".join([
     "Find the doc batch and queue depth (and, with --threads-grid, tokenizer threads) that serve this node best.",
@@ -25,6 +26,11 @@ HELP = "\n\n".join([
     "about one step of a GPT-2-small-sized model at batch 8 x 1024 on one GPU; give your training log's step time)."
     " When every setting keeps up with that step the report says so: any serves, and the cheapest is picked. "
     "--objective tokens_per_s ranks the loader's own throughput instead (measured with no step time).",
+    "With the stall objective, tune also computes the warmup the recommended setting needed: from each of its trials' "
+    "producer timeline (when each batch was ready) and the step time, the smallest NSA_FWE_WARMUP_BATCHES that removes "
+    "every stalled step, an NSA_FWE_WARMUP_TIMEOUT with a margin over the time to fill it, and NSA_FWE_Q raised to hold "
+    "it; it writes them into fwe.env with the reason, then re-runs the recommended setting with them and reports its "
+    "stalled steps (expected 0).",
     "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`, lasting at least "
     "--steps steps and --trial-s seconds (default 3 s: long enough for a fast loader's figures to settle; the "
     "default sweep of 25 settings x 3 repeats takes about 5 minutes). Trials are "
@@ -32,8 +38,10 @@ HELP = "\n\n".join([
     "setting reports the median and spread of its repeats. The pick maximises --objective among settings whose "
     "median fetch p95 is under target (--targets fetch_p95_ms=..., default 100); settings within noise of the "
     "best (their ranges over the repeats overlap, or medians within 2 % of tokens/s / 1 point of stall) count as "
-    "tied, and the tie goes to the one using least memory (smallest Q, then doc batch). The report says when the "
-    "top settings are indistinguishable.",
+    "tied, and the tie goes to the one with the most headroom against spikes (the lowest worst stall over its "
+    "repeats, then the lowest worst fetch p99), not the least memory: a queued batch costs only its int32 ids "
+    "(32 KB at 8 x 1024) while a shallow queue is what a slow Hub read tips over. The report says when the top "
+    "settings are indistinguishable.",
     "Grids are comma lists: --doc-batch-grid 16,32,64,128,256 and --q-grid 1,2,4,8,16 (the defaults). The loader "
     "flags --doc-batch N / --q N / --tokenizer-threads N pin that dimension to one value instead (give one or the"
     " other). NSA_FWE_DOC_BATCH / NSA_FWE_Q / NSA_FWE_TOKENIZER_THREADS in the environment are overridden by the "
@@ -112,7 +120,8 @@ def _ranking(summary: dict, top: int = 8) -> Table:
     sign = 1 if summary["objective"]["direction"] == "max" else -1
     measured = sorted((e for e in summary["settings"] if e["status"] == "ok"), key=lambda e: -sign * e["median"])
     table = Table(title=f"ranking (top {min(top, len(measured))} of {len(summary['settings'])})", title_justify="left")
-    for column in ("setting", "median", "range over repeats", "n", "fetch p95", "queue fill", "RSS MB", "note"):
+    for column in ("setting", "median", "range over repeats", "n", "fetch p95", "worst p99", "queue fill", "RSS MB",
+                   "note"):
         table.add_column(column, justify="left" if column in ("setting", "note") else "right")
     rec = summary["recommendation"]
     objective = OBJECTIVES[summary["plan"]["objective"]]
@@ -121,7 +130,7 @@ def _ranking(summary: dict, top: int = 8) -> Table:
                 if entry["tied_with_best"] else "" if entry["feasible"] else "fetch p95 over target")
         spread = f"{format_value(entry['min'], objective, False)} … {format_value(entry['max'], objective, False)}"
         table.add_row(setting_label(entry["setting"]), format_value(entry["median"], objective), spread,
-                      str(entry["ok"]), fmt_ms(entry["fetch_p95_ms"]),
+                      str(entry["ok"]), fmt_ms(entry["fetch_p95_ms"]), fmt_ms(entry.get("worst_p99_ms")),
                       "—" if entry["mean_queue_fill"] is None else f"{entry['mean_queue_fill']:.1f}",
                       "—" if entry["peak_rss_mb"] is None else f"{entry['peak_rss_mb']:.0f}", note)
     return table
@@ -154,6 +163,8 @@ def _report(summary: dict) -> None:
         colour = {"clear": "green", "indistinguishable": "yellow", "low": "red"}[rec["confidence"]]
         console.print(f"recommended: [bold]{escape(rec['label'])}[/]  confidence [{colour}]{rec['confidence']}[/]: "
                       f"{escape(rec['reason'])}", soft_wrap=True)
+        for line in warmup_text(summary.get("warmup")):
+            console.print(escape(line), soft_wrap=True)
         console.print(rec["export"], soft_wrap=True, markup=False)
         console.print(f"fwe.env: {escape(summary['env_file'])}   summary: {escape(summary['artifact'])}")
 

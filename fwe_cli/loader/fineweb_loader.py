@@ -16,14 +16,13 @@ import warnings
 from collections import deque
 from typing import Iterator
 
-import numpy as np
-
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
 from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
+from fwe_cli.loader.stages import WaitBook, rounded
 from fwe_cli.loader.telemetry import Heartbeat, Parts, percentiles_ms
 from fwe_cli.loader.transient import watch
 
@@ -51,7 +50,7 @@ class FineWebLoader:
         self.warmup_report: dict | None = None
         self.fetch_s: list[float] = []
         self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
-        self._queue_fill: list[int] = []
+        self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (loader.stages)
         self._steps = 0
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
@@ -69,7 +68,8 @@ class FineWebLoader:
     def _start(self, config: LoaderConfig, position: dict | None = None, files: list[dict] | None = None,
                plan=None) -> None:
         self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
-        self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth) if config.prefetch else None
+        self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
+                                            clock=self.pipeline.clock) if config.prefetch else None
         self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
 
     def _progress(self, info: dict) -> None:
@@ -201,11 +201,9 @@ class FineWebLoader:
                 self.warmup(ends - time.perf_counter())
             if self._steps == 1:  # a consumer back for more than a first batch: reading ahead pays off now
                 self.pipeline.documents.read_ahead_now()
-            t0 = time.perf_counter()
-            if self._prefetcher is not None:
-                self._queue_fill.append(self._prefetcher.qsize())
+            began = self.waits.begin(self.pipeline.clock, self._prefetcher)
             try:
-                batch, self._position = self._fetch(max(0.0, ends - t0), stated)
+                batch, self._position = self._fetch(max(0.0, ends - time.perf_counter()), stated)
             except FweError as exc:
                 if not can_fall_back:
                     self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
@@ -213,7 +211,7 @@ class FineWebLoader:
                 batch, self._position = self._fall_back(exc, limit)
         finally:
             self._returns_by = None
-        dt = time.perf_counter() - t0
+        dt, by_stage, fill = self.waits.end(began, self.pipeline.clock)
         self._steps += 1
         self.fetch_s.append(dt)
         self._rolling.append(dt)
@@ -228,7 +226,8 @@ class FineWebLoader:
         if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
             roll = percentiles_ms(self._rolling)
             self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
-                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **({"part": part} if part else {}))
+                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **({"part": part} if part else {}),
+                                queue_fill=fill, wait_s_by_stage=rounded(by_stage))
         return batch
 
     def _fall_back(self, exc: FweError, limit: float):
@@ -278,7 +277,6 @@ class FineWebLoader:
             "first_batch_s": self.first_batch_s,
             "fetch_p50_ms": fetch["p50"], "fetch_p95_ms": fetch["p95"], "fetch_p99_ms": fetch["p99"],
             "fetch_max_ms": fetch["max"],
-            "mean_queue_fill": float(np.mean(self._queue_fill)) if self._queue_fill else None,
             "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
             "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads,
             "stage": p.stage,
@@ -292,4 +290,5 @@ class FineWebLoader:
             "fallback": self.fallback,
             "parts": self.parts.to_dict(),
             "producer_alive": self.producer_alive,
+            **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (loader.stages)
         }

@@ -3,7 +3,8 @@
 Runs on the prefetch thread (or inline without prefetch). Tokenization of doc batch k+1.. overlaps with
 packing of batch k: up to 2 x threads doc batches are in flight on a thread pool and results are taken
 strictly in submission order, so the batch stream never depends on thread count, queue depth or timing.
-`stage` always names what the producer is doing, so a stall can be reported precisely.
+`stage` always names what the producer is doing, so a stall can be reported precisely, and `clock` times each stage
+(loader.stages), so a wait can be split by what the producer did during it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from typing import Callable, Iterator
 
 import numpy as np
@@ -19,9 +19,10 @@ import numpy as np
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
+from fwe_cli.loader.doc_batches import doc_batches
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
-from fwe_cli.errors import FweError
+from fwe_cli.loader.stages import StageClock, bind, stage_key
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
@@ -52,6 +53,7 @@ class Pipeline:
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
+        self.clock = StageClock()  # seconds per stage key; `stage` below enters each description's key
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
         self._tokenizer_load: _InBackground | None = None
@@ -72,6 +74,15 @@ class Pipeline:
         self._lock = threading.Lock()
         # the document batches of the batches queued, in flight and being packed: which document a batch ended in
         self.recent = RecentBatches(config.queue_depth + 2 * self.threads + 4, self._stream_tokens)
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, description: str) -> None:
+        self._stage = description
+        self.clock.enter(stage_key(description))
 
     def _set_stage(self, stage: str) -> None:
         self.stage = stage
@@ -138,37 +149,15 @@ class Pipeline:
             self.stage = "reading token shards"
 
     def _doc_batches(self) -> Iterator[tuple[list[Document], tuple[dict | None, str | None]]]:
-        """(documents, (the first one's `resume`, the last one's origin)) per document batch."""
-        docs = iter(self.documents)
-        # Ramp up from FIRST_DOC_BATCH, doubling to doc_batch: the first batch needs ~seq_len x batch tokens, not
-        # doc_batch long documents' worth, so it is not kept waiting on a large first encode (bench_first_batch).
-        size = min(FIRST_DOC_BATCH, self.config.doc_batch)
-        held: list[Document] = []  # a document of the next part of a source of two: it starts the next batch
-        while not self._closing.is_set():
-            chunk, held = held, []
-            # A document batch never spans a source's parts (origin): a position saved in the tail then starts
-            # in the tail, and resuming there reads nothing of the head.
-            failure = None
-            try:
-                for doc in islice(docs, size - len(chunk)):
-                    if chunk and doc.origin != chunk[0].origin:
-                        held = [doc]
-                        break
-                    chunk.append(doc)
-            except FweError as exc:  # the documents read before a source failed are delivered before the failure
-                if not chunk:
-                    raise
-                failure = exc
-            size = min(size * 2, self.config.doc_batch)
+        """(documents, (the first one's `resume`, the last one's origin)) per document batch (loader.doc_batches)."""
+        for chunk in doc_batches(self.documents, FIRST_DOC_BATCH, self.config.doc_batch, self._closing.is_set):
             if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
                 self._await_tokenizer()
-            if not chunk:
-                return
             self._count_read(len(chunk))
             self.recent.remember(chunk[0].resume, chunk)
             yield chunk, (chunk[0].resume, chunk[-1].origin)
-            if failure is not None:
-                raise failure
+        if self.tokenizer is None:  # no documents at all: a tokenizer that cannot load still says so
+            self._await_tokenizer()
 
     def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
         """(ids, (the first document's `resume`, the last one's origin)) per document batch, in order."""
@@ -215,6 +204,7 @@ class Pipeline:
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
+        bind(self.clock)  # a source's own `stages.note` on this thread reaches this producer's clock
         self.stage = "opening source"
         self.documents.prepare()
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
@@ -250,7 +240,7 @@ class Pipeline:
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
-                self.stage = "reading documents"
+                self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
         self.stage = "finished"
 
 

@@ -4,6 +4,10 @@ Modelled on the shape of grain's ThreadPrefetchIterDataset: one named daemon thr
 (loader.handoff) from an iterator; a stop event ends it; an exception in the producer is delivered to the consumer
 (and re-raised there with the producer's traceback chained); `close()` stops the handoff, drains it so a blocked
 `put` wakes up, and joins the thread.
+
+With a `clock` (loader.stages.StageClock), the time each put takes, waiting for room included, is the producer's
+`queue_put` stage, and `produced` records when each of the first KEEP_PRODUCED items was handed over and how long
+its put waited: the producer's timeline that `fwe measure` computes a warmup from (measure.warmup).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import time
 from typing import Callable, Generic, Iterator, TypeVar
 
 from fwe_cli.loader.handoff import END, Failure, Handoff
+from fwe_cli.loader.stages import StageClock
 
 T = TypeVar("T")
+KEEP_PRODUCED = 4096  # the start of a run is what a warmup is about: later items are not recorded (memory stays flat)
 
 
 class ProducerFailed(Exception):
@@ -23,10 +29,14 @@ class ProducerFailed(Exception):
 
 
 class ThreadPrefetcher(Generic[T]):
-    def __init__(self, make_iterator: Callable[[], Iterator[T]], depth: int, name: str = "fwe-prefetch"):
+    def __init__(self, make_iterator: Callable[[], Iterator[T]], depth: int, name: str = "fwe-prefetch",
+                 clock: StageClock | None = None):
         self._make_iterator = make_iterator
         self._handoff = Handoff(depth)
         self._finished = False
+        self._clock = clock
+        self.produced: list[tuple[float, float]] = []
+        """(time.perf_counter() when it was queued, seconds its put waited) of each of the first KEEP_PRODUCED items."""
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -35,8 +45,14 @@ class ThreadPrefetcher(Generic[T]):
         try:
             iterator = self._make_iterator()
             for item in iterator:
+                if self._clock is not None:
+                    self._clock.enter("queue_put")
+                asked = time.perf_counter()
                 if not self._handoff.put(item):
                     return
+                if len(self.produced) < KEEP_PRODUCED:
+                    queued = time.perf_counter()
+                    self.produced.append((queued, queued - asked))
             self._handoff.put(END)
         except BaseException as exc:  # noqa: BLE001 - everything must reach the consumer
             self._handoff.put(Failure(exc))

@@ -3,7 +3,10 @@
 Each line of heartbeat_rank{rank}.jsonl: {"ts", "iso", "pid", "rank", "step", "msg", ...fields}.
 Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_warmup
 {requested, filled, wait_ms}, fineweb_loader_fallback {reason}, fineweb_fetch per step {dt_fetch_s,
-fetch_p50_ms, fetch_p95_ms, and `part` ('head' or 'tail') for a bootstrap continued from the Hub},
+fetch_p50_ms, fetch_p95_ms, and `part` ('head' or 'tail') for a bootstrap continued from the Hub, queue_fill (batches
+queued when the step asked; null without prefetch), wait_s_by_stage (the wait split by what the producer did
+meanwhile, loader.stages: {"source_read": 0.041, "tokenize": 0.006}, seconds, adding up to dt_fetch_s; a wait that
+found a batch queued is all "queue_get", the hand-off itself)},
 fineweb_tail_started {dt_fetch_s, head_documents} at the first tail batch, fineweb_progress every report_docs
 documents, and fineweb_hub_retry {what, attempt, reason, wait_s} (step null) each time a Hub request is retried
 (transient.py: `what` names the request, `attempt` the failed one, `reason` e.g. "HTTP 429", `wait_s` the jittered

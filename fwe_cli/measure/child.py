@@ -68,6 +68,7 @@ def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
 
     from fwe_cli.errors import EndOfData
     from fwe_cli.loader.telemetry import percentiles_ms
+    from fwe_cli.measure.warmup import stalled_steps
 
     proc = psutil.Process()
     blocked, fills = [], []
@@ -87,6 +88,7 @@ def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
     wall = time.perf_counter() - t0
     cpu1 = proc.cpu_times()
     lat = percentiles_ms(blocked)
+    stalled = stalled_steps(fills, blocked)
     return {
         "steps": len(blocked), "wall_s": round(wall, 6),
         "fetch_p50_ms": lat["p50"], "fetch_p95_ms": lat["p95"], "fetch_p99_ms": lat["p99"], "fetch_max_ms": lat["max"],
@@ -95,7 +97,22 @@ def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
         "docs_per_s": round((loader.pipeline.docs - docs0) / wall, 2) if wall else None,
         "mean_queue_fill": round(float(np.mean(fills)), 3) if fills else None,
         "cpu_percent": round(100 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall, 1) if wall else None,
+        "stalled_steps": len(stalled), "first_stalled_step": stalled[0] if stalled else None,
     }
+
+
+def _warmup_advice(result: dict, loader, step_ms: float) -> None:
+    """The producer's timeline (when each batch was queued, seconds from the loader's start, and how long its put
+    waited) and the warmup it says this run needed (measure.warmup); nothing without prefetch (no queue)."""
+    from fwe_cli.measure.warmup import advise_warmup, work_times
+
+    if loader._prefetcher is None:
+        return
+    produced = list(loader._prefetcher.produced)
+    result["produced"] = [[round(queued - loader.created, 6), round(wait, 6)] for queued, wait in produced]
+    advice = advise_warmup(work_times(produced, loader.created), step_ms / 1000.0, 1 + result["steady"]["steps"],
+                           loader.config.queue_depth)
+    result["warmup_advice"] = advice.to_dict()
 
 
 def die_with_parent() -> None:
@@ -171,7 +188,10 @@ def main(t0_wall: float) -> None:
         result["requests_by_phase"] = (
             {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
             if counting else None)
+        if spec["step_ms"]:  # the training step on the first batch, before the second is asked for (as in training)
+            time.sleep(spec["step_ms"] / 1000.0)
         result["steady"] = _steady(loader, spec["steps"], spec["step_ms"], spec["trial_s"])
+        _warmup_advice(result, loader, spec["step_ms"])
     except FweError as exc:
         result["error"] = error_record(exc)
     finally:

@@ -31,13 +31,16 @@ from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.measure.child import PARENT_PID_VAR
 from fwe_cli.measure.plan import RunEvent, RunPlan
+from fwe_cli.measure.stall_split import pooled, stall_line
+from fwe_cli.measure.warmup import combine
 
 STOP_GRACE_S = 5.0
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)"
 RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error",
-            "test_hook")
+            "test_hook", "warmup_advice")
 STEADY_KEYS = ("fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "fetch_max_ms", "stall_fraction", "tokens_per_s",
-               "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s")
+               "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s", "stalled_steps", "first_stalled_step")
+LOADER_KEYS = ("tokenizer", "tokenizer_threads", "stall_by_stage_s", "warmup")
 
 
 class RunTimeout(FweError):
@@ -175,8 +178,7 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
     result = orjson.loads(open(result_path, "rb").read())
     record.update({key: result.get(key) for key in RUN_KEYS})
     record.update({key: (result.get("steady") or {}).get(key) for key in STEADY_KEYS})
-    record["tokenizer"] = (result.get("loader") or {}).get("tokenizer")
-    record["tokenizer_threads"] = (result.get("loader") or {}).get("tokenizer_threads")
+    record.update({key: (result.get("loader") or {}).get(key) for key in LOADER_KEYS})
     return record
 
 
@@ -223,9 +225,13 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
                 on_run(RunEvent("done", index, total, kind, record))
         finally:
             shutil.rmtree(cache_root, ignore_errors=True)
+    measured = [r for r in runs if r["kind"] != "prime"]
+    split = pooled(measured)
     return {
         "runs": runs,
         "verdict": verdict(runs, plan.targets),
+        "stall_split": split and dict(split, line=stall_line(split, config.source.kind)),
+        "warmup_advice": combine([r["warmup_advice"] for r in measured if not r.get("error") and r.get("warmup_advice")]),
         "targets": plan.targets,
         "plan": plan.to_dict(),
         "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started,

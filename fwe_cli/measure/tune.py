@@ -3,7 +3,9 @@
 Every trial is one `fwe_cli.measure.cold_warm.spawn_run` — the same fresh-process measurement as `fwe measure`, steady
 state over `steps` steps — with one setting. Trials run round by round (A B C, A B C, ...) so slow drift on the
 node hits every setting alike, and a sweep cut short by its budget still covers every setting once it has
-finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`. Run it as `fwe tune` (fwe_cli/cli/tune_cmd.py):
+finished round 1. The ranking rule lives in `fwe_cli.measure.tune_rank`; the warmup the recommended setting needs
+(from its trials' producer timelines), and the run that verifies it, in `fwe_cli.measure.tune_warmup`. Run it as
+`fwe tune` (fwe_cli/cli/tune_cmd.py):
 
     fwe tune --source synthetic --doc-batch-grid 16,64 --q-grid 1,4 --trial-s 2 --budget-s 60
 
@@ -28,6 +30,7 @@ from fwe_cli.measure.child import TEST_HOOK_VARS
 from fwe_cli.measure.cold_warm import failed_runs, spawn_run
 from fwe_cli.measure.plan import DEFAULT_STEP_MS, RunEvent, RunPlan
 from fwe_cli.measure.tune_rank import OBJECTIVES, RULE, format_value, rank_settings, recommend, setting_label
+from fwe_cli.measure.tune_warmup import tune_warmup, warmup_text
 
 DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_QUEUE_DEPTHS = (1, 2, 4, 8, 16)
@@ -220,11 +223,12 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         trials.append({"index": index, "repeat": repeat, "setting": setting, "started_s": round(begin - t0, 3),
                        "duration_s": round(duration, 3), **record})
         on_run(RunEvent("done", index, len(order), label, trials[-1]))
-    elapsed = clock() - t0
     target = plan.targets["fetch_p95_ms"]
     ranked = rank_settings(plan.settings(), trials, objective, target)
     recommendation = recommend(ranked, objective, target, swept_threads=plan.threads is not None,
                                step_ms=plan.step_ms)
+    warmup = tune_warmup(base, plan, recommendation, trials, out_dir, stopped, clock() - t0, spawn_run)
+    elapsed = clock() - t0
     return {
         "recommendation": recommendation,
         "partial": len(trials) < len(order),
@@ -233,6 +237,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         "objective": {"name": plan.objective, "metric": objective.metric,
                       "direction": "max" if objective.sign > 0 else "min", "label": objective.label},
         "rule": RULE,
+        "warmup": warmup,
         "settings": ranked,
         "trials": trials,
         "plan": plan.to_dict(), "targets": plan.targets,
@@ -269,6 +274,7 @@ def env_file_text(summary: dict) -> str:
         f"# confidence: {rec['confidence']} — {rec['reason']}",
         "# apply: set -a; . ./fwe.env; set +a   (or docker run --env-file fwe.env, systemd EnvironmentFile=)",
     ]
+    lines += [f"# {line}" for line in warmup_text(summary.get("warmup"))]
     if summary.get("test_hooks"):
         lines.append(f"# WARNING: measured with test hooks active: {summary['test_hooks']}")
     lines += [f"{name}={value}" for name, value in rec["env"].items()]

@@ -14,8 +14,11 @@ The rule (RULE, also written into every summary):
    other) is the most extreme rank order there is: a one-sided Mann-Whitney p of 1/20 = 0.05 — the least
    evidence that can call two settings different at the usual 5 % level. Two settings drawn from the same
    distribution overlap 90 % of the time, so the rule errs toward "tied"; a tie goes to the cheaper setting.
-5. Among the settings within noise of the best, recommend the one using least memory: smallest Q, then
-   smallest doc batch, then fewest tokenizer threads.
+5. Among the settings within noise of the best, recommend the one with the most headroom against spikes: the
+   lowest worst stall over its repeats, then the lowest worst fetch p99; only then the one using least memory
+   (smallest Q, then doc batch, then tokenizer threads). Settings that all keep up differ in how close their worst
+   moment came to the step, and that is what a slow Hub read tips over; memory is no reason to prefer a shallower
+   queue: a queued batch costs only its int32 ids (32 KB at batch 8 x 1024).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ OBJECTIVES = {
 RULE = (
     "median over repeats; only settings with every trial ok; feasible = median fetch p95 below target; "
     "within noise of the best = ranges over repeats overlap, or medians differ by less than the floor "
-    "(tokens/s: 2 % of the best; stall: 1 point); among those, least memory wins: smallest Q, then doc batch, "
-    "then tokenizer threads"
+    "(tokens/s: 2 % of the best; stall: 1 point); among those, the most headroom against spikes wins: lowest "
+    "worst stall over the repeats, then lowest worst fetch p99, then least memory (smallest Q, doc batch, threads)"
 )
 SETTING_ENV = {field: var for var, field in ENV_VARS.items()}  # doc_batch -> NSA_FWE_DOC_BATCH, ...
 
@@ -58,6 +61,12 @@ SETTING_ENV = {field: var for var, field in ENV_VARS.items()}  # doc_batch -> NS
 def memory_key(setting: dict) -> tuple:
     """Smaller sorts first = less memory held: queue depth, then doc batch, then tokenizer threads."""
     return (setting["queue_depth"], setting["doc_batch"], setting.get("tokenizer_threads") or 0)
+
+
+def headroom_key(entry: dict) -> tuple:
+    """Smaller sorts first = more headroom against spikes: worst stall over the repeats, worst fetch p99, then
+    memory (a figure not measured counts as none)."""
+    return (entry.get("worst_stall") or 0.0, entry.get("worst_p99_ms") or 0.0, memory_key(entry["setting"]))
 
 
 def setting_label(setting: dict) -> str:
@@ -96,6 +105,9 @@ def rank_settings(settings: list[dict], trials: list[dict], objective: Objective
             "spread": round((max(values) - min(values)) / 2, 6) if values else None,
             **{key: _median([t.get(key) for t in good])
                for key in ("fetch_p95_ms", "tokens_per_s", "stall_fraction", "peak_rss_mb", "mean_queue_fill")},
+            **{f"worst_{name}": _worst([t.get(key) for t in good])
+               for name, key in (("stall", "stall_fraction"), ("p99_ms", "fetch_p99_ms"),
+                                 ("stalled_steps", "stalled_steps"))},
         }
         entry["spread_pct"] = (round(100 * entry["spread"] / abs(entry["median"]), 2)
                                if values and entry["median"] else None)
@@ -110,6 +122,11 @@ def rank_settings(settings: list[dict], trials: list[dict], objective: Objective
         entry["tied_with_best"] = False
         ranked.append(entry)
     return ranked
+
+
+def _worst(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
 
 
 def _score(entry: dict, objective: Objective) -> float:
@@ -137,7 +154,7 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
     tied = [e for e in pool if within_noise(e, best, objective)]
     for entry in tied:
         entry["tied_with_best"] = True
-    winner = min(tied, key=lambda e: memory_key(e["setting"]))
+    winner = min(tied, key=headroom_key)
     others = [e for e in pool if e not in tied]
     runner_up = max(others, key=lambda e: _score(e, objective)) if others else None
     setting = winner["setting"]
@@ -158,7 +175,7 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
         if len(tied) == len(pool) and keeps_up:
             why = (f"every setting keeps up with a {step_ms:g} ms step (stall under "
                    f"{100 * objective.floor_abs:g} % in every trial): the loader is not the bottleneck at this step "
-                   "time, so these settings cannot be told apart by stall and the cheapest serves; give your "
+                   "time, so these settings cannot be told apart by stall and any serves; give your "
                    "training step's time (--step-ms), or rank the loader's raw speed with --objective tokens_per_s; ")
         else:
             why = "" if len(tied) < len(pool) else (
@@ -166,8 +183,7 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
                 "large as the differences — a busy node, or trials too short (--trial-s) or too few (--repeats); ")
         why += (f"{len(tied)} settings are statistically indistinguishable from the best "
                f"({setting_label(best['setting'])}, median {format_value(best['median'], objective)}): "
-               "any of them serves; " + ("the best is also the one using least memory" if winner is best else
-                                         "picked the one using least memory (smallest Q, then doc batch)"))
+               "any of them serves; " + _headroom_why(winner, best))
     else:
         confidence = "clear"
         why = f"the best median ({format_value(best['median'], objective)}), beyond the noise of every other setting"
@@ -190,3 +206,15 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
         "runner_up": None if runner_up is None else {"setting": runner_up["setting"], "median": runner_up["median"]},
         "typical_spread": typical_spread, "confidence": confidence, "reason": why, "meets_p95_target": bool(feasible), "rule": RULE,
     }
+
+
+def _headroom_why(winner: dict, best: dict) -> str:
+    """Why the tie went to `winner`: the most headroom against spikes (its worst stall and worst p99 over the
+    repeats), not the least memory."""
+    figures = [f"worst stall {100 * winner['worst_stall']:.1f} %" if winner.get("worst_stall") is not None else None,
+               f"worst fetch p99 {winner['worst_p99_ms']:.1f} ms" if winner.get("worst_p99_ms") is not None else None]
+    shown = ", ".join(f for f in figures if f) or "no spike measured"
+    lead = "the best is also the one" if winner is best else "picked the one"
+    return (f"{lead} with the most headroom against spikes ({shown} over its repeats): a slow read tips over the "
+            "setting whose worst moment came closest to the step, while a deeper queue costs only its batches' "
+            "int32 ids (32 KB at batch 8 x 1024), so memory breaks only exact ties")

@@ -4,6 +4,7 @@ GitHub's flavour so a CI job can append it to its step summary (`cat OUT/report.
 from __future__ import annotations
 
 from fwe_cli.loader.telemetry import percentiles_ms
+from fwe_cli.measure.tune_warmup import warmup_text
 from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, tune_heatmaps
 from fwe_cli.report.plan import Section
 from fwe_cli.report.series import Timeline
@@ -55,11 +56,13 @@ def _measure(section: Section) -> list[str]:
         rows.append([run.get("kind"), seconds(run.get("first_batch_s")),
                      f"{slowest} {seconds(phases[slowest])}" if slowest else "—", ms(run.get("fetch_p50_ms")),
                      ms(run.get("fetch_p95_ms")), ms(run.get("fetch_p99_ms")), percent(run.get("stall_fraction")),
+                     "—" if run.get("stalled_steps") is None else run["stalled_steps"],
                      "—" if run.get("tokens_per_s") is None else f"{run['tokens_per_s']:,.0f}",
                      (run.get("error") or {}).get("message", "") if isinstance(run.get("error"), dict) else ""])
     stall = f"stall @{step_ms:g} ms" if step_ms else "stall"
-    lines = table(["run", "first batch", "slowest phase", "fetch p50", "p95", "p99", stall, "tokens/s", "error"],
-                  rows) + [""]
+    lines = table(["run", "first batch", "slowest phase", "fetch p50", "p95", "p99", stall, "stalled steps",
+                   "tokens/s", "error"], rows) + [""]
+    lines += _advice(record)
     verdict = record.get("verdict") or {}
     if verdict.get("checks"):
         lines.append("Targets: " + ", ".join(f"{c['target']} {c['value']:g} ≤ {c['limit']:g} "
@@ -68,12 +71,27 @@ def _measure(section: Section) -> list[str]:
     return lines + _regression(record)
 
 
+def _advice(record: dict) -> list[str]:
+    """Where a measure's stall went (stage shares) and the warmup that would have removed its stalled steps."""
+    from fwe_cli.measure.warmup import advice_line
+
+    split, lines = record.get("stall_split"), []
+    if split:
+        lines += [f"Where the wait went: {split['line']}", ""]
+    if "warmup_advice" in record:
+        config = record.get("config") or {}
+        queue_depth, warmup_batches = config.get("queue_depth", 0), config.get("warmup_batches", 0)
+        lines += [advice_line(record["warmup_advice"], queue_depth, warmup_batches), ""]
+    return lines
+
+
 def _tune(section: Section) -> list[str]:
     record = section.input.record or {}
     rec, lines = record.get("recommendation"), []
     if rec:
-        lines += [f"**Recommended: {rec['label']}** (confidence {rec.get('confidence')}): {rec.get('reason', '')}", "",
-                  f"`{rec.get('export', '')}`", ""]
+        lines += [f"**Recommended: {rec['label']}** (confidence {rec.get('confidence')}): {rec.get('reason', '')}", ""]
+        lines += [f"- {line}" for line in warmup_text(record.get("warmup"))] + ([""] if record.get("warmup") else [])
+        lines += [f"`{rec.get('export', '')}`", ""]
     else:
         lines += ["**No recommendation**: no setting ran ok.", ""]
     for heatmap in tune_heatmaps(record):

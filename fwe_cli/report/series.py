@@ -1,9 +1,9 @@
 """Heartbeat lines -> the series `fwe report` draws: the fetch-wait timeline (with the training step, the warmup
 boundary, queue fill and head/tail parts) and the split of those waits by what the producer was doing.
 
-Pure functions of the lines (`fwe_cli.report.inputs` reads them; `fwe_cli.report.draw` draws these). Fields other
-work adds to `fineweb_fetch` lines (`queue_fill`, `wait_s_by_stage`, `part`) are used when present, and a series
-without them simply has none (None)."""
+Pure functions of the lines (`fwe_cli.report.inputs` reads them; `fwe_cli.report.draw` draws these). The optional
+fields of `fineweb_fetch` lines (`queue_fill`, `wait_s_by_stage`: fwe_cli.loader.stages; `part`) are used when
+present, and a series from lines without them (an older fwe's) simply has none (None)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from fwe_cli.loader.stages import STAGES
+
 # The producer's stages in pipeline order: known ones are shown in this order, any other after them by name.
-KNOWN_STAGES = ("open", "tokenizer_load", "source_read", "parse", "tokenize", "pack", "queue_put")
+KNOWN_STAGES = STAGES
 STAGE_BINS = 60  # per-step stage bars: more steps than this are summed into this many bins of consecutive steps
 
 

@@ -35,7 +35,8 @@ def _faults(args: argparse.Namespace) -> Faults:
     return Faults(delay_s=args.delay_ms / 1000, fail_count=args.fail, fail_status=args.fail_status,
                   retry_after=args.retry_after, fail_match=args.fail_match, fail_distinct=args.fail_distinct,
                   drop_after_bytes=args.drop_after_bytes, drop_count=args.drop_count, drop_match=args.drop_match,
-                  stall_match=args.stall_match)
+                  stall_match=args.stall_match, burst_every=args.burst_every, burst_delay_s=args.burst_ms / 1000,
+                  burst_match=args.burst_match)
 
 
 def _print_request(record: dict) -> None:
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     faults.add_argument("--drop-count", type=int, default=1, help="How many answers to cut (default 1).")
     faults.add_argument("--drop-match", default="", help="Regex choosing answers to cut (default: all).")
     faults.add_argument("--stall-match", default=None, help="Regex choosing requests never answered.")
+    faults.add_argument("--burst-every", type=int, default=0,
+                        help="Make about one in N distinct requests matching --burst-match late by --burst-ms, "
+                             "the same ones on every run (default 0: none).")
+    faults.add_argument("--burst-ms", type=float, default=300.0, help="How late a burst answer is (default 300).")
+    faults.add_argument("--burst-match", default="", help="Regex choosing requests counted for bursts (default: all).")
     serve.set_defaults(run=_serve)
 
     bench = commands.add_parser("bench", help="Cold+warm fwe smoke under added RTTs; JSON with first_batch_s "

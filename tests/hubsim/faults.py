@@ -11,6 +11,10 @@ footer, '' every request):
 - drop_after_bytes: the first drop_count matching requests that have a body get their headers and this
   many body bytes, then the connection is cut (the client sees a short read).
 - stall_match: matching requests are never answered (until the server stops): a hung Hub.
+- burst_every x burst_delay_s: about one in burst_every of the distinct requests matching burst_match waits
+  burst_delay_s more before its answer: a bursty Hub where some reads (say, some row groups' range reads) come late
+  while the others do not. Which ones is fixed by the request line (a hash of it), not by arrival order, so every
+  run reading the same data meets the same late row groups, however many runs came before it.
 
 Added round-trip time is not here: it is the TCP proxy's job (proxy.py), because it costs per connection
 and per exchange, not per request handled.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+import zlib
 from dataclasses import dataclass
 
 
@@ -48,10 +53,19 @@ class Faults:
     """Regex selecting the answers that may be cut."""
     stall_match: str | None = None
     """Regex selecting requests that are never answered; None stalls nothing."""
+    burst_every: int = 0
+    """About one in this many distinct requests matching `burst_match` is late by `burst_delay_s`, always the same
+    ones (0: none is)."""
+    burst_delay_s: float = 0.0
+    """Seconds a late (burst) answer waits, on top of `delay_s`."""
+    burst_match: str = ""
+    """Regex selecting the requests counted for bursts."""
 
     def __post_init__(self) -> None:
-        if self.delay_s < 0:
-            raise ValueError(f"delay_s must be >= 0, got {self.delay_s!r}")
+        if self.delay_s < 0 or self.burst_delay_s < 0:
+            raise ValueError(f"delay_s and burst_delay_s must be >= 0, got {self.delay_s!r}, {self.burst_delay_s!r}")
+        if self.burst_every < 0:
+            raise ValueError(f"burst_every must be >= 0, got {self.burst_every!r}")
         if self.fail_count < 0:
             raise ValueError(f"fail_count must be >= 0, got {self.fail_count!r}")
         if not 400 <= self.fail_status <= 599:
@@ -62,7 +76,7 @@ class Faults:
             raise ValueError(f"drop_after_bytes must be >= 0, got {self.drop_after_bytes!r}")
         if self.drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {self.drop_count!r}")
-        for name in ("fail_match", "drop_match", "stall_match"):
+        for name in ("fail_match", "drop_match", "stall_match", "burst_match"):
             pattern = getattr(self, name)
             if pattern is not None:
                 try:
@@ -82,6 +96,8 @@ class Faults:
             on["drop"] = {"after_bytes": self.drop_after_bytes, "count": self.drop_count, "match": self.drop_match}
         if self.stall_match is not None:
             on["stall"] = {"match": self.stall_match}
+        if self.burst_every and self.burst_delay_s:
+            on["burst"] = {"every": self.burst_every, "delay_s": self.burst_delay_s, "match": self.burst_match}
         return on
 
 
@@ -100,6 +116,14 @@ class FaultState:
     def should_stall(self, request_line: str) -> bool:
         pattern = self.faults.stall_match
         return pattern is not None and re.search(pattern, request_line) is not None
+
+    def burst_delay(self, request_line: str) -> float:
+        """Seconds this request is to be late: burst_delay_s for a matching one whose line hashes to 0 modulo
+        burst_every (crc32: the same lines on every run and platform), else 0."""
+        f = self.faults
+        if not (f.burst_every and f.burst_delay_s) or re.search(f.burst_match, request_line) is None:
+            return 0.0
+        return f.burst_delay_s if zlib.crc32(request_line.encode()) % f.burst_every == 0 else 0.0
 
     def take_failure(self, request_line: str) -> bool:
         """True (and one failure used up) when this request is to be failed."""

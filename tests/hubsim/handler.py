@@ -84,6 +84,10 @@ class HubHandler(BaseHTTPRequestHandler):
             return
         if faults.faults.delay_s:
             hub.stopping.wait(faults.faults.delay_s)
+        late = faults.burst_delay(line)
+        if late:
+            self._record["fault"] = "burst"
+            hub.stopping.wait(late)
         try:
             if faults.take_failure(line):
                 self._record["fault"] = "fail"

@@ -211,6 +211,25 @@ def test_delay_is_added_to_every_request(hub):
         assert time.monotonic() - started >= 0.2
 
 
+def test_burst_makes_the_same_matching_requests_late_every_time(hub):
+    """burst_every=2 on README reads: the README lines whose crc32 is even are late by at least the burst delay and
+    logged as 'burst', on every pass alike, whatever came before; other requests are never late."""
+    import zlib
+
+    hub.set_faults(burst_every=2, burst_delay_s=0.3, burst_match="README")
+    paths = [f"README{i}.md" for i in range(6)] + ["x"]
+    expected = [p != "x" and zlib.crc32(f"HEAD {DS}/resolve/main/{p}".encode()) % 2 == 0 for p in paths]
+    assert 0 < sum(expected) < 6  # the rule picks some of the README lines, not all
+    for _ in range(2):
+        for path, late in zip(paths, expected):
+            started = time.monotonic()
+            request(hub.url, "HEAD", f"{DS}/resolve/main/{path}")
+            assert not late or time.monotonic() - started >= 0.3  # a lower bound only: any request may be slow
+    assert [r["fault"] == "burst" for r in hub.requests()] == expected * 2
+    with pytest.raises(ValueError, match="burst_every must be >= 0"):
+        hub.set_faults(burst_every=-1)
+
+
 def test_request_log_file_mirrors_memory_with_templated_endpoints(hub):
     """The JSON-lines log holds the same records; endpoints replace repo ids, shas and shard numbers."""
     sha = sha_of(hub)

@@ -211,12 +211,29 @@ def _pick(table, objective="tokens_per_s", target=100.0, **kw):
 
 
 def test_overlapping_ranges_tie_and_the_cheaper_setting_wins():
-    """Q=8 has the best median but its range overlaps Q=1's: indistinguishable, so the smaller Q is picked."""
+    """Q=8 has the best median but its range overlaps Q=1's: indistinguishable; with no stall nor p99 measured the
+    two have the same headroom, so memory breaks the tie: the smaller Q is picked."""
     rec, _ = _pick({(64, 1): [100, 90, 110], (64, 8): [105, 100, 112], (16, 1): [50, 52, 51]})
     assert rec["best"] == {"doc_batch": 64, "queue_depth": 8}
     assert rec["setting"] == {"doc_batch": 64, "queue_depth": 1} and rec["confidence"] == "indistinguishable"
     assert rec["runner_up"]["setting"] == {"doc_batch": 16, "queue_depth": 1}
     assert rec["env"] == {"NSA_FWE_DOC_BATCH": "64", "NSA_FWE_Q": "1"}
+
+
+def test_ties_go_to_the_most_headroom_not_the_least_memory():
+    """Settings that all keep up (stall within noise): the pick is the one whose worst trial stalled least, then
+    whose worst fetch p99 is lowest — here Q=8, whose worst p99 is 3 ms against Q=1's 90 ms at the same worst stall
+    — although Q=1 holds less memory; the reason says why."""
+    settings, trials = _trials({(64, 1): [0.002, 0.001, 0.003], (64, 8): [0.003, 0.001, 0.002]},
+                               metric="stall_fraction")
+    for trial in trials:
+        trial["fetch_p99_ms"] = 3.0 if trial["setting"]["queue_depth"] == 8 else 90.0
+    ranked = rank_settings(settings, trials, OBJECTIVES["stall"], 100.0)
+    rec = recommend(ranked, OBJECTIVES["stall"], 100.0, swept_threads=False, step_ms=100.0)
+    assert [(e["worst_stall"], e["worst_p99_ms"]) for e in ranked] == [(0.003, 90.0), (0.003, 3.0)]
+    assert rec["setting"] == {"doc_batch": 64, "queue_depth": 8} and rec["confidence"] == "indistinguishable"
+    assert "most headroom against spikes (worst stall 0.3 %, worst fetch p99 3.0 ms" in rec["reason"]
+    assert rec["rule"].index("most headroom") < rec["rule"].index("least memory")  # memory only breaks exact ties
 
 
 def test_separated_ranges_give_a_clear_winner_even_if_it_costs_memory():
@@ -276,12 +293,13 @@ def test_a_sweep_that_separates_nothing_says_so():
 
 def test_every_setting_keeping_up_with_the_step_is_said_plainly():
     """Stall objective, every trial under the 1-point floor: the reason says every setting keeps up with the step
-    (naming it), so they cannot be told apart by stall, and points to --step-ms and --objective tokens_per_s."""
+    (naming it), so they cannot be told apart by stall, and points to --step-ms and --objective tokens_per_s; the
+    pick is the one whose worst trial stalled least (0.1 % against 0.2 %), not the one using least memory."""
     settings, trials = _trials({(16, 1): [0.001, 0.0, 0.002], (64, 4): [0.0, 0.001, 0.0]}, metric="stall_fraction")
     objective = OBJECTIVES["stall"]
     ranked = rank_settings(settings, trials, objective, 100.0)
     rec = recommend(ranked, objective, 100.0, swept_threads=False, step_ms=100.0)
-    assert rec["confidence"] == "indistinguishable" and rec["setting"] == {"doc_batch": 16, "queue_depth": 1}
+    assert rec["confidence"] == "indistinguishable" and rec["setting"] == {"doc_batch": 64, "queue_depth": 4}
     assert rec["reason"].startswith("every setting keeps up with a 100 ms step")
     assert "--objective tokens_per_s" in rec["reason"] and "--step-ms" in rec["reason"]
 

@@ -63,7 +63,7 @@ def test_report_draws_every_picture_at_its_size(tmp_path, inputs):
     assert kinds == ["deltas", "heatmap", "stages", "timeline", "waterfall"]
     for name, picture in planned.items():
         assert png_size(out / name) == picture.size_px, name
-    assert png_size(out / "1-measure-run00-cold-timeline.png") == (1100, 400)  # no queue fill, no stages today
+    assert png_size(out / "1-measure-run00-cold-timeline.png") == (1100, 860)  # with queue fill and stage panels
     assert png_size(out / "2-tune-heatmap.png") == (700, 420)
     assert png_size(out / "4-heartbeats-timeline.png") == (1100, 600)  # queue fill panel; 3 ranks: no stage panel
     markdown = (out / "report.md").read_text()
@@ -76,15 +76,26 @@ def test_report_draws_every_picture_at_its_size(tmp_path, inputs):
 
 def test_measure_pictures_carry_the_runs(tmp_path, inputs):
     """The measure summary's pictures: the waterfall has the cold and the warm run, each run's timeline has its 5
-    steady steps after the first batch, the 1 ms step and a warmup boundary after the 2 batches queued."""
+    steady steps after the first batch, the 1 ms step, a warmup boundary after the 2 batches queued, the queue fill
+    each step found and its wait split by producer stage (adding up to the wait); the stages picture has one bar
+    per run, from the run's stall_by_stage_s."""
     (section,) = plan_sections(read_inputs([inputs["measure"]]))
     kinds = [p.kind for p in section.pictures]
-    assert kinds == ["waterfall", "timeline", "timeline"]
+    assert kinds == ["waterfall", "timeline", "timeline", "stages"]
     assert [row.label for row in section.pictures[0].data.rows] == ["run00-cold", "run01-warm"]
-    for picture in section.pictures[1:]:
+    for picture in section.pictures[1:3]:
         (series,) = picture.data.timelines
         assert series.steps == tuple(range(1, 7)) and series.step_ms == 1.0
         assert series.warmup.requested == 2 and series.warmup.boundary == series.warmup.filled + 0.5
+        assert len(series.queue_fill) == 6 and all(isinstance(fill, float) for fill in series.queue_fill)
+        split = picture.data.stages
+        for index, wait_ms in enumerate(series.wait_ms):
+            assert abs(sum(row[index] for row in split.seconds) * 1000 - wait_ms) < 0.01
+    summary = orjson.loads(Path(inputs["measure"]).read_bytes())
+    totals = section.pictures[3].data
+    assert totals.labels == ("run00-cold", "run01-warm")
+    for run, row in zip(summary["runs"], totals.seconds):
+        assert dict(zip(totals.stages, row)) == {s: run["stall_by_stage_s"].get(s, 0.0) for s in totals.stages}
 
 
 def test_default_out_is_under_artifacts_report(tmp_path, inputs):
@@ -108,3 +119,13 @@ def test_without_matplotlib_markdown_only_exit_0_one_warning(tmp_path, inputs):
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]
     markdown = (out / "report.md").read_text()
     assert "## 1. fwe measure" in markdown and "| run00-cold |" in markdown and "![" not in markdown
+
+
+def test_smoke_stage_picture_is_its_loaders_split(inputs):
+    """A smoke artifact carries the loader's stall_by_stage_s (its waits after the first batch, by producer stage):
+    its stages picture draws exactly that, one bar."""
+    (section,) = plan_sections(read_inputs([inputs["smoke"]]))
+    split = orjson.loads(Path(inputs["smoke"]).read_bytes())["loader"]["stall_by_stage_s"]
+    (stages,) = [p for p in section.pictures if p.kind == "stages"]
+    assert split and stages.data.labels == ("smoke",)
+    assert dict(zip(stages.data.stages, stages.data.seconds[0])) == split

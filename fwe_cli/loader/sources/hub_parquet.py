@@ -18,6 +18,7 @@ from typing import Iterator
 
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.handoff import END, Failure, Handoff
+from fwe_cli.loader.stages import note
 from fwe_cli.loader.sources.hub_head_cache import HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.hub_env import resolve_url
@@ -166,6 +167,7 @@ class HubParquetReader:
         view = parquet = names = file = None
         try:
             while True:
+                note("source_read")  # the producer's stage (loader.stages): waiting for the network, then decoding
                 item = self._get()
                 if item is END:
                     return
@@ -184,6 +186,7 @@ class HubParquetReader:
                     parquet = pq.ParquetFile(view, metadata=metadata, pre_buffer=False)
                     continue
                 _, group, last, start, data = item
+                note("parse")
                 view.put(start, data)
                 # in this thread: pyarrow's own decode threads, left alive at interpreter exit, abort the process
                 # ("terminate called without an active exception") in a few runs in a hundred
