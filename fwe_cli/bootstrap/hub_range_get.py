@@ -1,6 +1,7 @@
-"""One byte range of a Hub file brought to disk for `fwe bootstrap`: a GET with `Range: bytes=A-B`, written where it
-belongs as it arrives, asked again from the bytes received when the connection is cut (fwe_cli/bootstrap/hub_download.py
-queues the ranges and keeps track of what landed).
+"""One byte range of a Hub file brought to disk for `fwe bootstrap`: a GET with `Range: bytes=A-B` on a kept-alive
+connection (fwe_cli/loader/hub_http.py), written where it belongs a block at a time as it arrives, asked again from
+the bytes received when the connection is cut (fwe_cli/bootstrap/hub_download.py queues the ranges and keeps track
+of what landed).
 
     fetch_span(download, [start, end, landed], stop)    # returns once landed == end; SourceError, or Cancelled
 """
@@ -50,38 +51,21 @@ def fetch_span(url: str, span: list[int], write: Callable[[int, bytes], None], s
 
 def _get(url: str, span: list[int], write: Callable[[int, bytes], None], stop: threading.Event) -> None:
     """One GET of what the span still lacks; writes what arrives, a block at a time."""
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from fwe_cli.loader.hub_http import request
 
     at, end = span[2], span[1]
-    headers = build_hf_headers()
-    headers["Range"] = f"bytes={at}-{end - 1}"
-    with get_session().stream("GET", url, headers=headers, follow_redirects=True,
-                              timeout=REQUEST_TIMEOUT_S) as response:
-        if response.status_code >= 400:
-            response.read()
-            hf_raise_for_status(response)
-        skip = at if response.status_code == 200 else 0  # a server that ignores Range sends the file from byte 0
-        block: list[bytes] = []
-        held = 0
-        try:
-            for chunk in response.iter_bytes():
-                if skip:
-                    cut = min(skip, len(chunk))
-                    chunk, skip = chunk[cut:], skip - cut
-                chunk = chunk[:end - at - held]
-                if chunk:
-                    block.append(chunk)
-                    held += len(chunk)
-                if held >= WRITE_BLOCK or at + held >= end:
-                    if stop.is_set():
-                        raise Cancelled(url)
-                    write(at, b"".join(block))
-                    at, block, held = at + held, [], 0
-                    if at >= end:
-                        break
-        finally:  # a cut connection keeps what came: the next request asks for the rest
-            if block:
-                try:
-                    write(at, b"".join(block))
-                except Cancelled:
-                    pass
+    with request("GET", url, {"Range": f"bytes={at}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+        skip = at if answer.status == 200 else 0  # a server that ignores Range sends the file from byte 0
+        while skip:
+            dropped = len(answer.read(min(skip, WRITE_BLOCK)))
+            if not dropped:
+                return
+            skip -= dropped
+        while at < end:
+            if stop.is_set():
+                raise Cancelled(url)
+            block = answer.read(min(WRITE_BLOCK, end - at))
+            if not block:
+                return  # the body ended early: the caller asks again for the rest
+            write(at, block)
+            at += len(block)

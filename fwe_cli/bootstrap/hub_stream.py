@@ -248,6 +248,6 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
         raise OutputError(f"{bad_download} was downloaded with another sha256 than the Hub listing's, and lines from "
                           "it were written: pass --force to start over")
     largest = sorted((f.size for f in stream.files[stream.position()["file"]:]), reverse=True)
-    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads]), "the bootstrap",
+    preflight_disk(os.path.dirname(directory), stream.remaining + sum(largest[:config.downloads + 1]), "the bootstrap",
                    "--gb")
     return stream.open()

@@ -1,5 +1,6 @@
-"""Which of a bootstrap's Hub files are being fetched, how, and which row group is converted next: the window of
-`ahead` files (fetched or converted at a time, bounding disk), each admitted only while the target may still need it.
+"""Which of a bootstrap's Hub files are being fetched, how, and which row group is converted next: the window of the
+file being converted and `ahead` more being fetched or waiting (bounding disk), each admitted only while the target
+may still need it.
 
     window = FileWindow(repo, revision, files, fetcher, fields, ahead=2, connections=8, remaining=N, start=(k, g, r))
     task = window.take(block=True)            # (file, group, start row, its FileRead) once the group's bytes landed
@@ -63,7 +64,7 @@ class FileWindow:
     # -- admitting and planning files -----------------------------------------------------------------
     def admit(self) -> None:
         """Let the next files in (their footers fetched, then planned) while the window and the target allow."""
-        for k in range(self.low, min(self.low + self.ahead, len(self.files))):
+        for k in range(self.low, min(self.low + 1 + self.ahead, len(self.files))):
             if k not in self.reads:
                 room = self.room(k)
                 if k > self.low and (room is not None and room <= 0 or self.reads[k - 1].whole is None):
@@ -88,7 +89,7 @@ class FileWindow:
         read.resolve()
         room, scale = self.room(k), self.scale()
         needed = scale * sum(read.estimate(g) for g in range(read.first_group(), len(read.rows)))
-        left = min(self.ahead, len(self.files) - k)
+        left = min(1 + self.ahead - (k - self.low), len(self.files) - k)
         read.plan(whole=room is None or needed <= room, pieces=-(-self.connections // left))
 
     def rows(self, k: int) -> list[int] | None:

@@ -34,10 +34,12 @@ from fwe_cli.loader.transient import attempts_note, call_with_retries, hub_budge
 LISTING_FORMAT = 1
 PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-info call
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-# Per request while resolving (httpx's connect and read timeouts): a Hub that never answers ends the run after it,
-# well inside the 10 s a user waits for the message, and a working Hub starts its answer well within it. A Hub that
-# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff (HUB_RETRY).
+# The first request's connect and read timeout: a Hub that never answers ends the run after it, well inside the 10 s
+# a user waits for the message, and a working Hub starts its answer well within it. A Hub that cannot be reached
+# (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff (HUB_RETRY). Once it has
+# answered, a request may take ANSWERED_TIMEOUT_S (huggingface_hub's default read timeout).
 OPEN_TIMEOUT_S = 3.0
+ANSWERED_TIMEOUT_S = 10.0
 LOCK_WAIT_S = 60.0  # waiting for another rank's listing, outside a loader (whose --timeout bounds it otherwise)
 FRESH_S = 60.0  # another process's check of a branch is reused this long (and only by processes started before it)
 
@@ -161,15 +163,36 @@ def _ask(call, what: str, repo: str):
         raise SourceError(f"Hub dataset {repo!r}: {what} failed: {type(exc).__name__}: {first_line}") from exc
 
 
-def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListing:
-    from huggingface_hub import HfApi
+def _api(url: str, body: bytes | None = None, timeout: float = OPEN_TIMEOUT_S) -> object:
+    """The JSON answer of one Hub API call (a POST when there is a form body)."""
+    from fwe_cli.loader.hub_http import request
 
-    api = HfApi(endpoint=endpoint())
-    info = _ask(lambda: api.dataset_info(repo, revision=revision, timeout=OPEN_TIMEOUT_S),
-                f"reading {repo} at {revision}", repo)
-    names = [s.rfilename for s in (info.siblings or [])]
-    card = info.card_data.to_dict() if info.card_data is not None else None
-    paths = match_files(names, split_patterns(card, config, split, repo))
+    headers = {"Content-Type": "application/x-www-form-urlencoded"} if body is not None else {}
+    with request("POST" if body is not None else "GET", url, headers, body, timeout=timeout) as answer:
+        return orjson.loads(answer.read())
+
+
+def _answered_timeout() -> float:
+    """Per request once the Hub has answered (it is there; a listing of thousands of files takes a while):
+    HF_HUB_DOWNLOAD_TIMEOUT, as huggingface_hub reads it, else ANSWERED_TIMEOUT_S."""
+    try:
+        return float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or ANSWERED_TIMEOUT_S)
+    except ValueError:
+        return ANSWERED_TIMEOUT_S
+
+
+def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListing:
+    """The listing from the Hub's API: the dataset at `revision` (commit, card, file names), then the sizes and LFS
+    sha256 of the config's files; the calls huggingface_hub's dataset_info and get_paths_info make."""
+    from urllib.parse import quote, urlencode
+
+    api = f"{endpoint()}/api/datasets/{repo}"
+    info = _ask(lambda: _api(f"{api}/revision/{quote(revision, safe='')}"), f"reading {repo} at {revision}", repo)
+    sha = info.get("sha") if isinstance(info, dict) else None
+    if not sha:
+        raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
+    names = [s["rfilename"] for s in info.get("siblings") or []]
+    paths = match_files(names, split_patterns(info.get("cardData"), config, split, repo))
     if not paths:
         raise SourceError(f"Hub dataset {repo!r} config {config!r} split {split!r}: no file matches its data_files")
     not_parquet = [p for p in paths if not p.endswith(".parquet")]
@@ -179,22 +202,29 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
     entries = {}
     for start in range(0, len(paths), PATHS_INFO_BATCH):
         batch = paths[start:start + PATHS_INFO_BATCH]
-        for entry in _ask(lambda: api.get_paths_info(repo, batch, revision=info.sha, repo_type="dataset"),
+        form = urlencode({"paths": batch, "expand": "false"}, doseq=True).encode()
+        for entry in _ask(lambda: _api(f"{api}/paths-info/{sha}", form, _answered_timeout()),
                           f"listing {len(batch)} files of {repo}", repo):
-            lfs = getattr(entry, "lfs", None)
-            entries[entry.path] = HubFile(entry.path, int(entry.size), getattr(lfs, "sha256", None))
+            if entry.get("type") == "file":
+                entries[entry["path"]] = HubFile(entry["path"], int(entry["size"]), (entry.get("lfs") or {}).get("oid"))
     missing = [p for p in paths if p not in entries]
     if missing:
-        raise SourceError(f"Hub dataset {repo!r} at {info.sha}: paths-info does not know {missing[0]!r}")
-    return HubListing(repo, config, split, info.sha, tuple(entries[p] for p in paths))
+        raise SourceError(f"Hub dataset {repo!r} at {sha}: paths-info does not know {missing[0]!r}")
+    return HubListing(repo, config, split, sha, tuple(entries[p] for p in paths))
 
 
 def _head_revision(repo: str, revision: str) -> str:
     """The commit a branch or tag points at now: one HEAD request (the X-Repo-Commit header of the card's resolve
-    URL), sent without huggingface_hub's HTTP stack, whose import would cost a warm start more than its open."""
+    URL), on a kept-alive connection (hub_http) that the listing's calls reuse when the branch moved."""
+    from fwe_cli.loader.hub_http import request
+
     url = resolve_url(repo, revision, "README.md")
-    sha = _ask(lambda: head(url, OPEN_TIMEOUT_S).get("x-repo-commit"),
-               f"checking which commit {repo}@{revision} is", repo)
+
+    def commit() -> str | None:
+        with request("HEAD", url, timeout=OPEN_TIMEOUT_S) as answer:
+            return answer.headers.get("x-repo-commit")
+
+    sha = _ask(commit, f"checking which commit {repo}@{revision} is", repo)
     if not sha:
         raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
     return sha
