@@ -225,10 +225,15 @@ class HubFileStream:
 def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | None) -> HubFileStream:
     """The native Hub stream of a new run (listing of the default branch now) or of a resumed one (the listing
     at the manifest's revision, which must list the same files for this node)."""
+    from fwe_cli.loader.hub_env import endpoint
+    from fwe_cli.loader.hub_http import preconnect
     from fwe_cli.loader.sources.hub_listing import resolve_listing
+    from fwe_cli.loader.sources.hub_native import import_in_background
 
     resume = manifest["resume"] if manifest else None
     spec = config.source
+    preconnect(endpoint(), CONNECTIONS)  # their handshakes, and pyarrow's import (footers need it), overlap the listing
+    import_in_background("pyarrow.parquet")
     listing = resolve_listing(spec.dataset, spec.name, spec.split,
                               revision=manifest.get("revision") if manifest else None)
     stream = HubFileStream(listing, config.shard, directory, config.fields, config.bad_records == "error",

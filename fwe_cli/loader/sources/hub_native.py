@@ -50,7 +50,7 @@ class HubNative(HubSource):
         # only when its head cache does not hold the first row group (the reader imports it once needed)
         self._warm = cached and listed_before(spec.dataset, spec.revision)
         if not self._warm:
-            _import_in_background("pyarrow.parquet")
+            import_in_background("pyarrow.parquet")
         set_stage(listing_stage(spec.dataset, spec.name))
         self.listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=cached,
                                        set_stage=set_stage)
@@ -67,7 +67,7 @@ class HubNative(HubSource):
             self._reader.close()
         self._reader = HubParquetReader(listing, head=self.head, start=at or (0, 0, 0))
         if self._warm and not self._reader.starts_from_cache():
-            _import_in_background("pyarrow.parquet")
+            import_in_background("pyarrow.parquet")
         self._warm = True  # later epochs: pyarrow is loaded by now
         return iter_hub(iter_rows(self._reader), self.spec.dataset, self.bad, self.options.strict)
 
@@ -86,6 +86,7 @@ class HubNative(HubSource):
         return info
 
 
-def _import_in_background(module: str) -> None:
+def import_in_background(module: str) -> None:
+    """Import `module` on a named daemon thread (a slow import overlaps the network waits of the caller's thread)."""
     threading.Thread(target=importlib.import_module, args=(module,), name=f"fwe-import-{module.split('.')[0]}",
                      daemon=True).start()
