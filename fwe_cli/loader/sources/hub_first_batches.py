@@ -100,6 +100,9 @@ class FirstBatches:
         self._kept: list[bytes] = []
         self._records: list[dict] = []
         self._more = threading.Event()
+        self._writing = threading.Lock()
+        self._writers: list[threading.Thread] = []
+        self._written = 0
         self._head = None
         self.name: str | None = None
         listing = cached_listing(spec.dataset, spec.name, spec.split, spec.revision) if self.usable else None
@@ -154,11 +157,10 @@ class FirstBatches:
         self._more.set()
 
     def record(self, pipeline, batch, position: dict) -> None:
-        """Keep one of a run's first FIRST_BATCHES batches (written at once: a run may end after any)."""
-        if not self.usable or self._head is None or len(self._kept) >= FIRST_BATCHES:
-            return
-        if not self._named():
-            self.usable = False
+        """Keep one of a run's first FIRST_BATCHES batches: taken now, written on a `fwe-keep-batches` thread (a run
+        may end after any batch; the tokenizer's hash and the write stay off the way to the batch). A write that
+        fails only costs the next warm start its kept batches."""
+        if not self.usable or self._head is None or len(self._records) >= FIRST_BATCHES:
             return
         frontier = pipeline.recent.frontier(position)
         tok = pipeline.tokenizer
@@ -168,12 +170,26 @@ class FirstBatches:
         self._kept.append(batch.astype("int32", copy=False).tobytes())
         self._records.append({"position": position, "frontier": [int(v) for v in frontier],
                               "docs": pipeline.docs, "tokens": pipeline.tokens})
-        header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": self._records,
+        header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": list(self._records),
                   "tokenizer": {"name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size,
                                 "eos_id": tok.eos_id, "backend_reason": getattr(tok, "backend_reason", None),
                                 "check_s": None}}
-        self.usable = self._head.put_entry(self.name, orjson.dumps(header) + b"\n" + b"".join(self._kept))
+        data = orjson.dumps(header) + b"\n" + b"".join(self._kept)
+        writer = threading.Thread(target=self._write, args=(data, len(self._records)), name="fwe-keep-batches",
+                                  daemon=True)
+        writer.start()
+        self._writers.append(writer)
 
+    def _write(self, data: bytes, batches: int) -> None:
+        with self._writing:
+            if batches > self._written and self.usable and self._named():  # never replaced by fewer batches
+                self.usable = self._head.put_entry(self.name, data)
+                self._written = batches
+
+    def settle(self) -> None:
+        """Wait for the kept batches to be written (the loader closes: the next start may read them)."""
+        for writer in list(self._writers):
+            writer.join()
 
 def _read(data: bytes | None, shape: tuple[int, int]) -> dict | None:
     """An entry's header with its batches as arrays, or None when it is absent or damaged."""

@@ -110,6 +110,7 @@ class HubNative(HubSource):
     def close(self) -> None:
         if self._first is not None:
             self._first.more()  # a producer waiting after the kept batches goes on (and ends) at once
+            self._first.settle()
         if self._reader is not None:
             self._reader.close()
 
