@@ -19,7 +19,7 @@ import os
 from typing import Callable
 
 from fwe_cli.bootstrap.hub_download import Fetcher, local_name
-from fwe_cli.bootstrap.hub_file_reads import FileRead
+from fwe_cli.bootstrap.hub_file_reads import EARLY_WHOLE, FileRead
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_listing import HubFile
@@ -72,9 +72,13 @@ class FileWindow:
                 self._open(k)
             read = self.reads[k]
             if read.whole is None:
-                if not read.footer.done():
+                room = self.room(k)
+                if (room is None or room >= EARLY_WHOLE * read.file.size) and read.first_group() == 0:
+                    self._plan(k, whole=True)  # surely needed to its end: no need to wait for its footer
+                elif read.footer.done():
+                    self._plan(k)
+                else:
                     return
-                self._plan(k)
 
     def _open(self, k: int) -> None:
         file = self.files[k]
@@ -82,20 +86,17 @@ class FileWindow:
         self.reads[k] = FileRead(self.fetcher, resolve_url(self.repo, self.revision, file.path), file, self.fields,
                                  begins)
 
-    def _plan(self, k: int) -> None:
-        """Fetch file k whole if the target needs all of it (as far as the footers tell), else by row group; a whole
-        file gets every connection the files after it in the window leave."""
+    def _plan(self, k: int, whole: bool | None = None) -> None:
+        """Fetch file k whole if the target needs all of it (as far as its footer tells, unless `whole` says), else
+        by row group; a whole file gets every connection the files after it in the window leave."""
         read = self.reads[k]
-        read.resolve()
-        room, scale = self.room(k), self.scale()
-        needed = scale * sum(read.estimate(g) for g in range(read.first_group(), len(read.rows)))
+        if whole is None:
+            read.resolve()
+            room, scale = self.room(k), self.scale()
+            needed = scale * sum(read.estimate(g) for g in range(read.first_group(), len(read.rows)))
+            whole = room is None or needed <= room
         left = min(1 + self.ahead - (k - self.low), len(self.files) - k)
-        read.plan(whole=room is None or needed <= room, pieces=-(-self.connections // left))
-
-    def rows(self, k: int) -> list[int] | None:
-        """Rows per row group of file k, once its footer is read."""
-        read = self.reads.get(k)
-        return read.rows if read is not None and read.metadata is not None else None
+        read.plan(whole=whole, pieces=-(-self.connections // left))
 
     # -- taking row groups ---------------------------------------------------------------------------
     def take(self, block: bool) -> tuple[int, int, int, FileRead] | None:
@@ -109,10 +110,12 @@ class FileWindow:
                     return None
                 self._open(k)
             read = self.reads[k]
-            if read.whole is None:
+            if read.metadata is None:
                 if not block and not read.footer.done():
                     return None
-                self._plan(k)
+                if read.whole is None:
+                    self._plan(k)
+                read.resolve()
                 continue
             if g >= len(read.rows):
                 k, g, start = k + 1, 0, 0
