@@ -4,16 +4,16 @@ importing it, which costs a cold start more CPU than its first round trips take.
 
     with request("GET", url, {"Range": "bytes=0-99"}, timeout=30) as answer:   # redirects followed
         answer.status, answer.headers["content-range"], answer.read(), answer.read(1 << 20)
-    get(url, timeout=30) -> bytes        # the body of one GET (HttpStatusError on 4xx/5xx)
     preconnect(url, 4)                   # open 4 connections to its host now, in the background
 
 Connections are kept per (scheme, host, port) and handed to one request at a time; an answer read to its end puts
 its connection back. Proxies come from the environment as urllib reads them (HTTPS through a CONNECT tunnel), the
 Hub's token goes to the endpoint's host only, and TLS uses the system's certificates (or SSL_CERT_FILE /
-REQUESTS_CA_BUNDLE). Errors are the ones fwe_cli/loader/transient.py classifies: HttpStatusError for 4xx/5xx (with
-the status and headers), ConnectError when no connection could be made (refused, no address, no answer to the
-handshake), TimeoutError for an answer that does not come, ConnectionError for one that is cut. A kept-alive
-connection the server had closed meanwhile is replaced once without counting as a failure.
+REQUESTS_CA_BUNDLE). With HF_HUB_OFFLINE=1 nothing is sent (OfflineModeIsEnabled). Errors are the ones
+fwe_cli/loader/transient.py classifies: HttpStatusError for 4xx/5xx (with the status and headers), ConnectError when
+no connection could be made (refused, no address, no answer to the handshake), TimeoutError for an answer that does
+not come, ConnectionError for one that is cut. A kept-alive connection the server had closed meanwhile is replaced
+once without counting as a failure.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import os
 import threading
 from urllib.parse import urljoin, urlsplit
 
-from fwe_cli.loader.hub_env import HttpStatusError, endpoint, note_request, token
+from fwe_cli.loader.hub_env import HttpStatusError, endpoint, note_request, offline, token
 
 MAX_REDIRECTS = 5
 CONNECT_TIMEOUT_S = 10.0
@@ -32,6 +32,10 @@ ERROR_BODY_BYTES = 64 * 1024  # an error answer's body is read (up to this) so i
 
 class ConnectError(ConnectionError):
     """No connection to the server could be made (refused, no such host, no answer to the handshake)."""
+
+
+class OfflineModeIsEnabled(ConnectionError):
+    """HF_HUB_OFFLINE=1: no request is sent (named as huggingface_hub names it, which transient.py knows)."""
 
 
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}
@@ -199,6 +203,8 @@ def request(method: str, url: str, headers: dict[str, str] | None = None, body: 
     does). HttpStatusError for 4xx/5xx, after reading its body so the connection serves again."""
     from fwe_cli import __version__
 
+    if offline():
+        raise OfflineModeIsEnabled(f"HF_HUB_OFFLINE=1: {method} {url} was not sent")
     hub_host = urlsplit(endpoint()).netloc
     secret = token()
     base = {"User-Agent": f"fwe/{__version__}", "Accept-Encoding": "identity", **(headers or {})}
@@ -227,10 +233,3 @@ def request(method: str, url: str, headers: dict[str, str] | None = None, body: 
             raise error
         return answer
     raise ConnectionError(f"more than {MAX_REDIRECTS} redirects from {method} {url}")
-
-
-def get(url: str, headers: dict[str, str] | None = None, timeout: float = 30.0) -> bytes:
-    """The whole body of one GET."""
-    with request("GET", url, headers, timeout=timeout) as answer:
-        return answer.read()
-
