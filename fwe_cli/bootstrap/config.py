@@ -43,9 +43,9 @@ class BootstrapConfig:
     shard_origin: str = "default"
     """Where `shard` came from: 'flags', 'slurm' (SLURM_ARRAY_TASK_*) or 'default' (recorded in the manifest)."""
     workers: int | None = None
-    """Native Hub reader: conversion processes (None: one per core; 0: convert in this process)."""
+    """Native Hub reader: conversion processes (None: threads of this process; 0: the calling thread)."""
     downloads: int = 2
-    """Native Hub reader: files downloaded, or downloaded and waiting to be converted, at a time."""
+    """Native Hub reader: files downloading, or waiting to be converted, beside the one being converted."""
     fields: str = "text"
     """'text' writes {"text", "id"} per line; 'all' keeps every field (a local JSONL line is copied as is)."""
     file_bytes: int = 256 * MB

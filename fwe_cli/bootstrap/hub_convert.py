@@ -1,12 +1,15 @@
-"""Parquet row group -> JSONL bytes, for `fwe bootstrap` from the Hub; run in worker processes, one group per task.
+"""Parquet row group -> JSONL lines, for `fwe bootstrap` from the Hub: on the stream's threads (the default), or in
+worker processes (`--workers N`), one row group per task.
 
 The lines are exactly what the `datasets` reader path writes for the same rows (fwe_cli/bootstrap/run.py
 `encoder`): `--fields text` gives `{"text": ..., "id": ...}` (no `id` key when the row's id is null or absent),
 `--fields all` every column in the file's order; orjson, compact, one line per row, `\\n` after each. A row whose
 `text` is not a string gives no line: it is reported as (row number in the group, reason).
 
-Each worker keeps the last parquet file it opened, so the groups of one file do not re-read its footer. Decoding
-(pyarrow) and serializing (orjson) hold the GIL for most of the time, so the groups are spread over processes.
+Decoding runs without pyarrow's own thread pool (`use_threads=False`: for one row group's two columns the pool costs
+more CPU than it saves) and releases the GIL, so decode threads overlap the serializing; a worker process returns
+its lines joined (one object to pickle). Each thread or worker keeps the last parquet file it opened, so the groups
+of one file do not re-read its footer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 
 import orjson
 
-_OPEN: dict = {}
+_OPEN = threading.local()
 PARENT_POLL_S = 0.5
 
 
@@ -44,27 +47,30 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=poll, name="fwe-watch-parent", daemon=True).start()
 
 
-def _parquet(path: str):
+def _parquet(path: str, key: str | None):
     import pyarrow.parquet as pq
 
-    parquet = _OPEN.get(path)
-    if parquet is None:
-        _OPEN.clear()
-        parquet = _OPEN[path] = pq.ParquetFile(path)
-    return parquet
+    held = getattr(_OPEN, "file", None)
+    if held is None or held[0] != (path, key):
+        held = _OPEN.file = ((path, key), pq.ParquetFile(path))
+    return held[1]
 
 
-def convert_group(path: str, group: int, start_row: int, fields: str) -> tuple[bytes, list[tuple[int, str]], int]:
-    """(JSONL of the good rows from `start_row` on, [(row, reason)] of the bad ones, rows in the group)."""
+def convert_group(path: str, group: int, start_row: int, fields: str, joined: bool = True,
+                  key: str | None = None) -> tuple[bytes | list[bytes], list[tuple[int, str]], int]:
+    """(the JSONL of the good rows from `start_row` on: one bytes object, or with joined=False the list of lines,
+    [(row, reason)] of the bad ones, rows in the group). `key` names this version of the file at `path` (a file
+    written again under the same path gets another key), else the path alone does."""
     from fwe_cli.errors import SourceError
     from fwe_cli.loader.sources.local import bad_text_reason
 
-    parquet = _parquet(path)
+    parquet = _parquet(path, key)
     names = parquet.schema_arrow.names
     if "text" not in names:
         raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
     table = parquet.read_row_group(group, columns=None if fields == "all" else [c for c in ("text", "id")
-                                                                                  if c in names])
+                                                                                  if c in names],
+                                   use_threads=False)
     rows = table.num_rows
     if start_row:
         table = table.slice(start_row)
@@ -87,4 +93,4 @@ def convert_group(path: str, group: int, start_row: int, fields: str) -> tuple[b
                                    default=str))
             else:
                 bad.append((row, bad_text_reason(text)))
-    return b"".join(lines), bad, rows
+    return (b"".join(lines) if joined else lines), bad, rows

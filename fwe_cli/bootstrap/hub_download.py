@@ -1,198 +1,259 @@
-"""Download a Hub listing's parquet files for `fwe bootstrap`: several at once, each resumable and verified.
+"""Download byte ranges of a Hub listing's parquet files for `fwe bootstrap`, over several connections at once, into
+sparse files that the converter reads row group by row group as their bytes land.
 
-    downloads = Downloads(listing.repo, listing.revision, files, "/data/out/.fwe-hub-download", ahead=2)
-    path = downloads.wait(0)      # file 0 downloaded and its sha256 checked; files 1.. download meanwhile
-    downloads.release(0)          # converted: delete it, start the next one
-    downloads.close()
+    fetcher = Fetcher(directory, connections=8)
+    footer = fetcher.submit(lambda: fetch_range(url, a, b))   # a small job, ahead of every span
+    download = fetcher.file(url, hub_file)                    # <directory>/<name>.part, the file's size, sparse
+    download.put(footer_start, footer_bytes)                  # bytes fetched otherwise (the footer)
+    download.add_spans([(0, a), (a, b)])                      # queued; the connections take spans in this order
+    download.wait(start, end)                                 # once bytes [start, end) are on disk
+    download.sha256()                                         # a whole file: the sha256 of every byte, in order
+    fetcher.release(download)                                 # converted: its file is deleted
+    fetcher.close()
 
-A file is written as `<name>.part`; an interrupted download (cut connection, Ctrl-C, kill -9) continues from the
-bytes already there with `Range: bytes=N-`. When all bytes are in, its sha256 (hashed while downloading, the
-prefix re-read on a resume) must equal the LFS sha256 of the listing: then it is renamed to `<name>`. A mismatch
-deletes it and downloads it once more; a second mismatch is a SourceError naming the file. A file found complete
-from an earlier run is re-hashed before it is trusted. At most `ahead` files are downloaded or waiting to be
-converted at a time (bounding disk use), in listing order, each on its own connection.
+A span is one GET with `Range: bytes=A-B`, written at its offset (os.pwrite) as it arrives, so a row group can be
+converted while the bytes after it are still on the way; a cut connection goes on from the bytes received, 429/5xx
+are retried as the Hub retry policy says. Spans are fetched in the order queued (the stream queues what it needs
+first, first), at most `connections` at a time; one file's spans spread over every free connection, so a last file
+downloads as fast as several files would.
+
+What is checked: every span must bring exactly the bytes asked for; a file fetched whole is hashed in file order as
+its bytes land (`sha256`, on a `fwe-hub-hash` thread) and the stream compares that with the listing's LFS sha256;
+of a file read only in part, the stream records the sha256 of each row group it read (`range_sha256`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from typing import Callable
 
-from fwe_cli.errors import OutputError, SourceError
+from fwe_cli.bootstrap.hub_range_get import Cancelled, fetch_span
 from fwe_cli.loader.sources.hub_listing import HubFile
-from fwe_cli.loader.hub_env import resolve_url
-from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S
-from fwe_cli.loader.transient import attempts_note, retry_wait, transient_reason
 from fwe_cli.output.os_errors import on_output
-from fwe_cli.output.verify import hash_into, sha256_file
 
-DEFAULT_AHEAD = 2
-
-
-class Cancelled(Exception):
-    """close() was called while the download was running."""
+CONNECTIONS = 8  # what `hf download` opens by default: per-connection caps (CDNs) add up over this many
+HASH_BLOCK = 1 << 20
+JOIN_S = 5.0  # close(): how long to wait for the connection threads to see the stop
+_SERIAL = itertools.count()
 
 
 def local_name(file: HubFile) -> str:
     return file.path.replace("/", "--")
 
 
-def _hashed(path: str):
-    """A sha256 object fed with the file's bytes so far, to go on with what a download appends."""
-    digest = hashlib.sha256()
-    hash_into(digest, path)
-    return digest
+class FileDownload:
+    """One file being fetched into `<directory>/<name>.part` (the file's full size, holes where nothing landed yet).
+    The connection threads add bytes; the stream waits for ranges and reads them by path."""
 
+    def __init__(self, url: str, file: HubFile, path: str, queue_span: Callable):
+        self.url, self.file, self.path = url, file, path
+        self._queue_span = queue_span
+        self._landed: list[list[int]] = []  # [start, end, landed up to], sorted by start
+        self._cond = threading.Condition()
+        self._error: BaseException | None = None
+        self.released = False
+        self.key = f"{os.getpid()}-{next(_SERIAL)}"
+        """Names this download of the file (a reader caching the file by path must not mix two of them)."""
+        self._sha: Future | None = None
+        with on_output("create", path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, file.size)
+            finally:
+                os.close(fd)
 
-def _fetch_once(url: str, part: str, digest, total: int, stop: threading.Event):
-    """One GET from the end of `part`; appends what arrives. Returns the digest (a fresh one if restarted at 0)."""
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    # -- bytes arriving (connection threads, or the stream for bytes it fetched itself) ---------------------------
+    def _span(self, start: int, end: int) -> list[int]:
+        span = [start, end, start]
+        with self._cond:
+            self._landed.append(span)
+            self._landed.sort()
+        return span
 
-    have = os.path.getsize(part)
-    headers = build_hf_headers()
-    headers["Range"] = f"bytes={have}-"
-    with get_session().stream("GET", url, headers=headers, follow_redirects=True,
-                              timeout=REQUEST_TIMEOUT_S) as response:
-        if response.status_code == 416 and have >= total:
-            return digest
-        if response.status_code >= 400:
-            response.read()
-            hf_raise_for_status(response)
-        mode = "ab"
-        if response.status_code != 206:  # the server sent the whole file: start again from byte 0
-            digest, mode = hashlib.sha256(), "wb"
-        with on_output("create", part):
-            out = open(part, mode)
-        with out:
-            for block in response.iter_bytes():  # as received: a cut connection keeps what came
-                if stop.is_set():
-                    raise Cancelled(url)
-                with on_output("write", part):  # the disk's errors, not the network's: exit 8 or 7, not 4
-                    out.write(block)
-                digest.update(block)
-    return digest
+    def add_spans(self, spans: list[tuple[int, int]]) -> None:
+        """Queue these byte ranges, in this order (each one GET)."""
+        for start, end in spans:
+            if end > start:
+                self._queue_span(self, self._span(start, end))
 
+    def put(self, start: int, data: bytes) -> None:
+        """Bytes [start, start + len(data)) fetched some other way (a footer): written, and counted as landed."""
+        span = self._span(start, start + len(data))
+        self.write(span, start, data)
 
-def _fill(url: str, part: str, file: HubFile, stop: threading.Event) -> str:
-    """Bring `part` to the file's size (resuming); returns its sha256. Transient failures are retried, at once
-    when the failed request had received bytes, else as the Hub retry policy says (transient.retry_wait)."""
-    if not os.path.exists(part):
-        with on_output("create", part):
-            open(part, "wb").close()
-    digest = _hashed(part)
-    failures, since = 0, time.monotonic()
-    while os.path.getsize(part) < file.size:
-        before = os.path.getsize(part)
+    def write(self, span: list[int], offset: int, data: bytes) -> None:
+        fd = self._fd()
         try:
-            digest = _fetch_once(url, part, digest, file.size, stop)
-        except (Cancelled, OutputError):  # stopped, or the download folder cannot be written: no retry helps
-            raise
-        except Exception as exc:  # httpx/huggingface_hub raise many types; the cause stays chained
-            progressed = os.path.getsize(part) > before
-            failures, since = (0, time.monotonic()) if progressed else (failures + 1, since)
-            wait = 0.0 if progressed and transient_reason(exc) else retry_wait(exc, failures, since, f"reading {url}")
-            if wait is None:
-                raise SourceError(f"cannot download {url}{attempts_note(exc)}: {exc}") from exc
-            digest = _hashed(part)  # what the cut request appended is kept
-            if wait:
-                stop.wait(wait)
-            if stop.is_set():
-                raise Cancelled(url) from None
-            continue
-        if os.path.getsize(part) == before:
-            raise SourceError(f"{url}: the server sent no bytes after byte {before} of {file.size}")
-    if os.path.getsize(part) != file.size:
-        raise SourceError(f"{url}: downloaded {os.path.getsize(part)} bytes, the listing says {file.size}")
-    return digest.hexdigest()
+            with on_output("write", self.path):  # the disk's errors, not the network's: exit 8 or 7, not 4
+                os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
+        with self._cond:
+            span[2] = offset + len(data)
+            self._cond.notify_all()
+
+    def _fd(self) -> int:
+        if self.released:
+            raise Cancelled(self.url)
+        with on_output("open", self.path):
+            return os.open(self.path, os.O_WRONLY)
+
+    def fail(self, exc: BaseException) -> None:
+        with self._cond:
+            self._error = self._error or exc
+            self._cond.notify_all()
+
+    # -- the stream's side ----------------------------------------------------------------------------------------
+    def _covered(self, start: int, end: int) -> bool:
+        at = start
+        for first, _, landed in self._landed:
+            if first > at:
+                break
+            at = max(at, landed)
+            if at >= end:
+                return True
+        return at >= end
+
+    def present(self, start: int, end: int) -> bool:
+        """Whether bytes [start, end) have landed (the download's error raised, if it failed)."""
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            return self._covered(start, end)
+
+    def wait(self, start: int, end: int) -> None:
+        """Return once bytes [start, end) have landed; the download's error (SourceError) when it failed, Cancelled
+        when it was released meanwhile."""
+        with self._cond:
+            while self.released or not self._covered(start, end):
+                if self.released:
+                    raise Cancelled(self.url)
+                if self._error is not None:
+                    raise self._error
+                self._cond.wait(1.0)
+
+    def sha256(self) -> str:
+        """The sha256 of the whole file, hashed in order as its bytes land (started on first call, on its own
+        thread); waits for the last byte."""
+        self.start_hashing()
+        return self._sha.result()
+
+    def start_hashing(self) -> None:
+        """Hash the bytes as they land, from now on (the file is fetched whole)."""
+        with self._cond:
+            if self._sha is None:
+                self._sha = Future()
+                threading.Thread(target=self._hash, name="fwe-hub-hash", daemon=True).start()
+
+    def _hash(self) -> None:
+        try:
+            digest, at, size = hashlib.sha256(), 0, self.file.size
+            with open(self.path, "rb", buffering=0) as handle:
+                while at < size:
+                    end = min(size, at + HASH_BLOCK)
+                    self.wait(at, end)
+                    digest.update(os.pread(handle.fileno(), end - at, at))
+                    at = end
+            self._sha.set_result(digest.hexdigest())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the hash
+            self._sha.set_exception(exc)
+
+    def range_sha256(self, start: int, end: int) -> str:
+        """The sha256 of bytes [start, end), read back from the file (they must have landed)."""
+        digest = hashlib.sha256()
+        with open(self.path, "rb", buffering=0) as handle:
+            for at in range(start, end, HASH_BLOCK):
+                digest.update(os.pread(handle.fileno(), min(HASH_BLOCK, end - at), at))
+        return digest.hexdigest()
 
 
-def download_file(url: str, file: HubFile, dest: str, stop: threading.Event | None = None) -> str:
-    """`file` at `dest`, downloaded (or resumed from `dest`.part) and verified; returns `dest`."""
-    stop = stop or threading.Event()
-    part = dest + ".part"
-    if os.path.exists(dest):  # complete from an earlier run: trusted only if it still hashes right
-        if os.path.getsize(dest) == file.size and (
-                file.sha256 is None or sha256_file(dest) == file.sha256):
-            return dest
-        with on_output("remove", dest):
-            os.remove(dest)
-    for attempt in (1, 2):
-        sha = _fill(url, part, file, stop)
-        if file.sha256 is None or sha == file.sha256:
-            with on_output("rename", part):
-                os.replace(part, dest)
-            return dest
-        with on_output("remove", part):
-            os.remove(part)
-    raise SourceError(f"{file.path}: sha256 {sha} of the download differs from the Hub listing's {file.sha256} "
-                      "(twice): the file or the listing changed; re-run, or pass --force to start over")
+class Fetcher:
+    """`connections` threads (`fwe-hub-fetch-N`) taking jobs in priority order: small jobs (`submit`: a footer)
+    first, then spans in the order queued. Errors go to whoever waits for the job (its Future, its download)."""
 
-
-class Downloads:
-    """Files of one bootstrap downloaded in order into `directory`: at most `ahead` at a time that are not yet
-    released (converted), and, beyond the first of them, only those `wanted(index)` agrees to (the target may be
-    reached before them)."""
-
-    def __init__(self, repo: str, revision: str, files: list[HubFile], directory: str,
-                 ahead: int = DEFAULT_AHEAD, first: int = 0, wanted=lambda index: True):
-        self.repo, self.revision, self.files, self.directory = repo, revision, files, directory
-        self.ahead, self.wanted = max(1, ahead), wanted
+    def __init__(self, directory: str, connections: int = CONNECTIONS):
+        self.directory = directory
+        self._jobs: list = []
+        self._order = itertools.count()
+        self._cond = threading.Condition()
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=self.ahead, thread_name_prefix="fwe-hub-download")
-        self._futures: dict[int, Future] = {}
-        self._low = first
-        keep = {local_name(f) + suffix for f in files[first:] for suffix in ("", ".part")}
         with on_output("prepare download folder", directory):
             os.makedirs(directory, exist_ok=True)
-            for name in os.listdir(directory):  # files of earlier runs that are converted already, or not ours
-                if name not in keep:
-                    os.remove(os.path.join(directory, name))
-        self.schedule()
+            for name in os.listdir(directory):  # an earlier run's downloads: what it needed is fetched again
+                os.remove(os.path.join(directory, name))
+        self._threads = [threading.Thread(target=self._run, name=f"fwe-hub-fetch-{i}", daemon=True)
+                         for i in range(max(1, connections))]
+        for thread in self._threads:
+            thread.start()
 
-    def path(self, index: int) -> str:
-        return os.path.join(self.directory, local_name(self.files[index]))
+    def _put(self, priority: int, job) -> None:
+        with self._cond:
+            heapq.heappush(self._jobs, (priority, next(self._order), job))
+            self._cond.notify()
 
-    def _start(self, index: int) -> None:
-        if index not in self._futures:
-            url = resolve_url(self.repo, self.revision, self.files[index].path)
-            self._futures[index] = self._pool.submit(download_file, url, self.files[index], self.path(index),
-                                                     self._stop)
+    def submit(self, fn: Callable[[], object]) -> Future:
+        """Run `fn` on a connection thread before any span still queued; its result or error in the Future."""
+        future: Future = Future()
+        self._put(0, (future, fn))
+        return future
 
-    def schedule(self) -> None:
-        """Start the downloads the window allows (call again when `wanted` may have changed its mind)."""
-        for index in range(self._low, min(self._low + self.ahead, len(self.files))):
-            if index not in self._futures and index > self._low and not self.wanted(index):
-                return
-            self._start(index)
+    def file(self, url: str, file: HubFile) -> FileDownload:
+        """A new download of `file` into the folder (nothing queued yet)."""
+        return FileDownload(url, file, os.path.join(self.directory, local_name(file) + ".part"),
+                            lambda download, span: self._put(1, (download, span)))
 
-    def done(self, index: int) -> bool:
-        """Whether wait(index) would return (or raise) at once."""
-        return index in self._futures and self._futures[index].done()
-
-    def wait(self, index: int) -> str:
-        """The local path of file `index` once downloaded and verified (started now if it was not); SourceError
-        when it cannot be."""
-        self._start(index)
-        return self._futures[index].result()
-
-    def release(self, index: int) -> None:
-        """File `index` is converted: delete it and start the next downloads."""
-        self._futures.pop(index, None)
-        with on_output("remove", self.path(index)):
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._stop.is_set():
+                    self._cond.wait()
+                if self._stop.is_set():
+                    return
+                _, _, (owner, work) = heapq.heappop(self._jobs)
+            if isinstance(owner, Future):
+                if owner.set_running_or_notify_cancel():
+                    try:
+                        owner.set_result(work())
+                    except BaseException as exc:  # noqa: BLE001 - the waiter raises it
+                        owner.set_exception(exc)
+                continue
+            if owner.released:
+                continue
             try:
-                os.remove(self.path(index))
+                fetch_span(owner.url, work, lambda offset, data, span=work, to=owner: to.write(span, offset, data),
+                           self._stop)
+            except BaseException as exc:  # noqa: BLE001 - the stream raises it when it waits for these bytes
+                owner.fail(exc)
+
+    def release(self, download: FileDownload) -> None:
+        """The file is converted (or no longer wanted): its queued spans are dropped and its file deleted; a span
+        in flight stops at its next block."""
+        download.released = True
+        download.fail(Cancelled(download.url))
+        with on_output("remove", download.path):
+            try:
+                os.remove(download.path)
             except FileNotFoundError:
                 pass
-        self._low = max(self._low, index + 1)
-        self.schedule()
 
     def close(self) -> None:
-        """Stop every download (partial ones stay as .part for a resume) and wait for the threads to end."""
+        """Stop every fetch (files stay for the caller to remove) and wait briefly for the threads to end."""
         self._stop.set()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._cond:
+            for _, _, (owner, _) in self._jobs:
+                if isinstance(owner, Future):
+                    owner.cancel()  # nobody is left to wait for it, but a waiter would not hang
+            self._jobs.clear()
+            self._cond.notify_all()
+        deadline = time.monotonic() + JOIN_S
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def remove_tree(directory: str) -> None:

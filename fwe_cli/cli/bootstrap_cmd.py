@@ -37,7 +37,7 @@ Examples:
 
   sbatch --array=0-3 --wrap 'fwe bootstrap --gb 5 --out /data/fwe'    (node index from SLURM_ARRAY_TASK_ID/COUNT)
 
-From the Hub, the parquet files are downloaded (several at once, resumable, sha256-checked against the Hub's listing) and converted on every core meanwhile; the JSONL is byte-identical to --hub-reader datasets (streaming through `datasets`). Nodes split the Hub source by FILE: node r of N downloads only files i with i % N == r. With --hub-reader datasets and the other sources they split by DOCUMENT (every node reads every row and keeps doc i with i % N == r), as the loader's --shard-mod/--shard-rem do.
+From the Hub, the parquet files are downloaded (over several connections, sha256-checked against the Hub's listing; a --gb smaller than a file reads only the row groups it needs) and each row group converted as soon as it has arrived; the JSONL is byte-identical to --hub-reader datasets (streaming through `datasets`). Nodes split the Hub source by FILE: node r of N downloads only files i with i % N == r. With --hub-reader datasets and the other sources they split by DOCUMENT (every node reads every row and keeps doc i with i % N == r), as the loader's --shard-mod/--shard-rem do.
 
   fwe bootstrap --verify --out /data/fwe_bootstrap    (re-hash every part against the manifest)
 
@@ -112,9 +112,11 @@ ShardRem = _opt(int, "--shard-rem", panel=PANEL, help="This node, 0 <= rem < mod
 HubReader = _opt(str, "--hub-reader", panel=PANEL,
                  help="native: download the parquet files and convert them on all cores (default) | datasets: "
                       "stream through the `datasets` library (same JSONL; splits nodes by document).")
-Workers = _opt(int, "--workers", panel=PANEL, help="Native Hub reader: conversion processes. Default: one per core.")
+Workers = _opt(int, "--workers", panel=PANEL, help="Native Hub reader: conversion processes. Default: threads of "
+                                                   "this process.")
 Downloads = _opt(int, "--downloads", panel=PANEL,
-                 help="Native Hub reader: files downloading or waiting for conversion at a time. Default 2.")
+                 help="Native Hub reader: files downloading or waiting for conversion beside the one being "
+                      "converted. Default 2.")
 BadRecordPolicy = _opt(str, "--bad-records", panel=PANEL,
                        help="Malformed source record: skip (counted in the manifest) | error. Default skip.")
 Fields = _opt(str, "--fields", help="text: {text, id} per line | all: every field (local JSONL lines copied as is). "

@@ -9,7 +9,7 @@ file_download module): that import costs more CPU than the whole rest of a warm 
 serve one HEAD request. So this module also has the few pieces of the Hub's conventions that path needs, read the
 way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`), the token (`token`), and one
 plain request (`fetch`, `head`), which the tokenizer fetch also uses (tokenization/hub_fetch.py). The listing's API
-calls and the range reads go through huggingface_hub.
+calls and the range reads go through fwe's kept-alive connections (hub_http.py).
 """
 
 from __future__ import annotations

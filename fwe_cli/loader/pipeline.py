@@ -20,6 +20,7 @@ from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
 from fwe_cli.loader.doc_batches import doc_batches
+from fwe_cli.loader.in_background import InBackground, torch_converter
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.stages import StageClock, bind, stage_key
@@ -56,7 +57,7 @@ class Pipeline:
         self.clock = StageClock()  # seconds per stage key; `stage` below enters each description's key
         self.stage = "starting"
         self.tokenizer: DocTokenizer | None = None  # loaded beside the source's opening, inside the first batch
-        self._tokenizer_load: _InBackground | None = None
+        self._tokenizer_load: InBackground | None = None
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark,
@@ -191,9 +192,21 @@ class Pipeline:
             return self._tokenizer_load.ready(timeout)
         return self.tokenizer
 
+    def _start_tokenizer(self) -> None:
+        """Load the tokenizer on its own thread (once)."""
+        if self._tokenizer_load is None:
+            self._tokenizer_load = InBackground(
+                lambda c=self.config: load_tokenizer(self.documents.tokenizer(), c.tokenizer_backend, not c.hub_cache),
+                "fwe-tokenizer-load", lambda: self.mark("tokenizer_ready"))
+
+    def load_tokenizer(self) -> DocTokenizer:
+        """The tokenizer, once loaded (its loading started now if it was not)."""
+        self._start_tokenizer()
+        return self._tokenizer_load.result()
+
     def _await_tokenizer(self) -> None:
         self.stage = f"loading tokenizer {self.documents.tokenizer()!r}"
-        self.tokenizer = self._tokenizer_load.result()
+        self.tokenizer = self.load_tokenizer()
 
     def __iter__(self) -> Iterator[tuple[object, dict]]:
         """(batch, its position) for each batch. A position is {"doc": the `resume` of a document, "skip": tokens of
@@ -208,20 +221,27 @@ class Pipeline:
         self.stage = "opening source"
         self.documents.prepare()
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
+        # a fresh Hub stream may begin with the batches an earlier run kept (sources/hub_first_batches): no tokenizer
+        kept = None if shards is not None or self.start or self.documents.plan is not None else getattr(
+            self.documents.source, "first_batches", lambda *args: None)(c, self.documents.tokenizer())
         if shards is not None:
             self.tokenizer, self._eos = shards, np.array([shards.eos_id], dtype=np.int32)
             self.mark("tokenizer_ready")
-        else:
-            self._tokenizer_load = _InBackground(
-                lambda: load_tokenizer(self.documents.tokenizer(), c.tokenizer_backend, not c.hub_cache),
-                "fwe-tokenizer-load",
-                lambda: self.mark("tokenizer_ready"))
+        elif kept is None or not kept.candidate:
+            self._start_tokenizer()
         # torch (slow to import) likewise loads beside the source, only when tensors are asked for
-        converting = _InBackground(_torch_converter, "fwe-torch-import") if c.as_torch else None
+        converting = InBackground(torch_converter, "fwe-torch-import") if c.as_torch else None
         self.stage = "opening source"
         packer = Packer(self.config.seq_len, self.config.batch_size)
         to_output = None
         upgrading = False
+        if kept is not None:  # a warm start's one request: is the stream still at the kept batches' commit?
+            self.documents.source.open(self._set_stage)
+            for batch, position in kept.replay(self) if kept.confirm(self.documents.source) else ():
+                to_output = to_output or (converting.result() if converting is not None else None)
+                yield (to_output(batch) if to_output else batch), position
+            if not self._closing.is_set():  # a run that ended with the kept batches needs no tokenizer
+                self._start_tokenizer()
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
         for ids, (first, part) in self._token_arrays():
             self.stage = "packing"
@@ -236,51 +256,11 @@ class Pipeline:
                 position = {"doc": first, "skip": skipped + used}
                 if part is not None:  # a source of two parts: which one the batch's last document came from
                     position["part"] = part
+                if kept is not None:
+                    kept.record(self, batch, position)
                 yield (to_output(batch) if to_output else batch), position
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
         self.stage = "finished"
-
-
-class _InBackground:
-    """`fn()` on a named daemon thread, started now; `result()` waits for it and re-raises its error in the caller."""
-
-    def __init__(self, fn: Callable[[], object], name: str, on_done: Callable[[], None] = lambda: None):
-        self._fn, self._on_done = fn, on_done
-        self._value: object = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-            self._on_done()
-        except BaseException as exc:  # noqa: BLE001 - handed to the producer, which raises it
-            self._error = exc
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def ready(self, timeout: float):
-        """The value if `fn` has returned within `timeout`, else None (failed or still running)."""
-        self._thread.join(timeout)
-        return self._value
-
-
-def _torch_converter() -> Callable[[np.ndarray], object]:
-    """numpy -> torch tensor, pinned when CUDA is present (done here, off the training thread)."""
-    import torch
-
-    pin = torch.cuda.is_available()
-
-    def convert(batch: np.ndarray):
-        tensor = torch.from_numpy(batch)
-        return tensor.pin_memory() if pin else tensor
-
-    return convert

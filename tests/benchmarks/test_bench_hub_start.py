@@ -1,7 +1,8 @@
 """`python -m scripts.bench.hub_start` runs end to end against the test Hub: the 10-line `datasets` + `tokenizers`
 script and `fwe smoke --source hub` each run cold and warm in sealed processes, and every run hands over the SAME
 first 8x1024 batch, token for token (fwe's Hub path must keep `datasets`' row order and the ids(doc) + [eos] packing).
-The JSON carries every figure and verdict issue #12's acceptance asks for; no speed is asserted here."""
+The floor (the interpreter and one HEAD) runs beside them. The JSON carries every figure and verdict issues #12 and
+#26's acceptance ask for; no speed is asserted here."""
 
 import subprocess
 import sys
@@ -28,8 +29,11 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
     assert report["first_batch_identical"] is True and report["all_runs_ok"] is True
     assert report["sealed_violations"] == []
     assert [(r["peer"], r["cache"]) for r in report["runs"]] == [
-        ("script", "cold"), ("fwe", "cold"), ("script", "warm"), ("fwe", "warm")]
+        ("script", "cold"), ("floor", "cold"), ("fwe", "cold"), ("script", "warm"), ("floor", "warm"), ("fwe", "warm")]
     for run in report["runs"]:
+        if run["peer"] == "floor":  # the interpreter and one HEAD: no batch
+            assert run["rc"] == 0 and run["server_requests"] == 1 and run["batch_shape"] is None, run
+            continue
         assert run["rc"] == 0 and run["batch_shape"] == [8, 1024] and run["batch_identical"] is True, run
         assert run["server_requests"] == len(run["server_requests_detail"]) > 0
         if run["peer"] == "fwe":
@@ -38,7 +42,7 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
             assert run["fwe_ok"] is True and 0 <= run["server_requests"] - run["fwe_requests"] <= 1
             assert run["first_batch_s"] > 0
 
-    assert set(report["summary"]) == {"script", "fwe"}
+    assert set(report["summary"]) == {"script", "floor", "fwe"}
     for peer, by_cache in report["summary"].items():
         assert set(by_cache) == {"cold", "warm"}
         for entry in by_cache.values():
@@ -46,11 +50,13 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
             if peer == "fwe":
                 assert entry["first_batch_s_median"] > 0 and entry["fwe_requests_median"] > 0
     verdict = report["acceptance"]["fwe"]
-    assert {c: verdict[c]["limit"] for c in ("cold", "warm")} == {"cold": 0.4, "warm": 0.2}
+    assert {c: verdict[c]["limit"] for c in ("cold", "warm", "warm_to_floor")} == {
+        "cold": 0.2, "warm": 0.12, "warm_to_floor": 1.5}
     for cache in ("cold", "warm"):
         figures = verdict[cache]
         assert abs(figures["ratio"] - figures["fwe_wall_s"] / figures["script_wall_s"]) < 1e-3
         assert figures["pass"] == (figures["ratio"] <= figures["limit"])
+    assert verdict["warm_requests_first_batch"]["max"] == 1
     assert report["pass"] == verdict["pass"]
 
     assert report["settings"]["rtt_ms"] == 5 and report["root"]["reused"] is True

@@ -16,11 +16,12 @@ import pytest
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.loader.sources.bootstrap_format import Layout
 from fwe_cli.bootstrap.run import run_bootstrap
+from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE
 from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manifest_of
 from tests.helpers import run_fwe
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.faults import Faults
-from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.repos import DATASET_REPO, BuildSpec, build_repos
 from tests.hubsim.server import HubServer
 
 FLAGS = ("--gb", "1", "--file-mb", "0.3", "--checkpoint-mb", "0.1")  # every row, in several parts
@@ -81,9 +82,24 @@ def native(out: Path, **flags) -> dict:
 
 
 def parquet_gets(server) -> Counter:
-    """GETs of parquet files by file name (each download, each resume of one, counts)."""
+    """GETs of parquet files by file name (each footer, range and retry counts)."""
     return Counter(r["path"].rsplit("/", 1)[-1] for r in server.flush()
                    if r["method"] == "GET" and r["path"].endswith(".parquet"))
+
+
+def parquet_bytes(server) -> Counter:
+    """Body bytes the server sent for each parquet file."""
+    fetched: Counter = Counter()
+    for r in server.flush():
+        if r["method"] == "GET" and r["path"].endswith(".parquet"):
+            fetched[r["path"].rsplit("/", 1)[-1]] += r["bytes"]
+    return fetched
+
+
+def fetched_once(server, root: Path) -> bool:
+    """Whether every parquet file was fetched exactly once, byte for byte, besides its footer (read first)."""
+    sizes = {p.name: p.stat().st_size for p in (root / "datasets" / DATASET_REPO / "sample" / "10BT").iterdir()}
+    return all(sizes[name] <= got <= sizes[name] + FOOTER_PROBE for name, got in parquet_bytes(server).items())
 
 
 def test_cold_native_bootstrap_is_byte_identical_to_the_datasets_reader(hub3, reference, native_env, tmp_path):
@@ -98,7 +114,8 @@ def test_cold_native_bootstrap_is_byte_identical_to_the_datasets_reader(hub3, re
     assert manifest["revision"] == manifest_of(reference)["revision"] and len(manifest["revision"]) == 40
     assert [f["path"] for f in manifest["hub_files"]] == [f"sample/10BT/00{i}_00000.parquet" for i in range(3)]
     assert all(len(f["sha256"]) == 64 for f in manifest["hub_files"]) and manifest["hub_reader"] == "native"
-    assert parquet_gets(native_env) == Counter({f"00{i}_00000.parquet": 1 for i in range(3)})
+    assert sorted(parquet_gets(native_env)) == [f"00{i}_00000.parquet" for i in range(3)]
+    assert fetched_once(native_env, hub3[1])
     assert not Path(Layout.for_out(str(tmp_path / "out")).download_dir).exists() and leftovers(tmp_path / "out") == []
 
 
@@ -134,7 +151,7 @@ def test_nodes_split_by_file(hub3, reference, native_env, tmp_path):
     them; node 0 holds files 0 and 2; the manifest says which files and that the split is by file."""
     _, _, rows = hub3
     native(tmp_path / "n1", shard_mod=2, shard_rem=1)
-    assert parquet_gets(native_env) == Counter({"001_00000.parquet": 1})
+    assert sorted(parquet_gets(native_env)) == ["001_00000.parquet"] and fetched_once(native_env, hub3[1])
     assert lines_of(tmp_path / "n1") == rows_of_file(reference, rows, 1)
     manifest = manifest_of(tmp_path / "n1")
     assert manifest["shard"] == {"mod": 2, "rem": 1, "by": "file", "from": "flags"}
@@ -170,15 +187,18 @@ def test_a_small_target_does_not_download_files_it_cannot_need(hub3, reference, 
 
 
 def test_a_cut_download_resumes_from_the_bytes_received(hub3, reference, native_env, tmp_path):
-    """When the server cuts a parquet download after 100 kB, the next request asks for the rest only
-    (Range: bytes=100000-) and the output is still byte-identical."""
+    """When the server cuts a range download after 100 kB, the next request for it asks for the rest only
+    (Range: bytes=A+100000-B) and the output is still byte-identical."""
     native_env.set_faults(Faults(drop_after_bytes=100_000, drop_count=1, drop_match=r"000_00000\.parquet"))
     try:
         native(tmp_path / "out", workers=1)
     finally:
         native_env.set_faults(Faults())
-    ranges = [r["range"] for r in native_env.flush() if r["path"].endswith("000_00000.parquet")]
-    assert ranges == ["bytes=0-", "bytes=100000-"]
+    records = [r for r in native_env.flush() if r["path"].endswith("000_00000.parquet")]
+    cut = [r["range"] for r in records if r["fault"] == "drop"]
+    assert len(cut) == 1
+    first, last = cut[0].removeprefix("bytes=").split("-")
+    assert f"bytes={int(first) + 100_000}-{last}" in [r["range"] for r in records]
     assert file_hashes(tmp_path / "out") == file_hashes(reference)
 
 

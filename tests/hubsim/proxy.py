@@ -15,6 +15,11 @@ connection: a chunk is sent once the link has carried the chunks booked before i
 itself, then delayed by rtt/2. A reader books its chunk when it arrives, and stops reading while the link is
 booked more than `MAX_BACKLOG_S` ahead, so a fast server is slowed down (as TCP's window would) instead of
 being buffered here. So `RttProxy(..., rtt_s=0.05, bandwidth_bps=400e6)` is a 50 ms / 400 Mbit/s path.
+
+`per_connection_bps` (optional) caps each connection instead, a link of its own in each direction, so parallel
+connections add up (how a CDN serves: each connection is limited, more connections get more):
+`RttProxy(..., rtt_s=0.05, per_connection_bps=400e6)`. Both may be given (each connection capped, all of them
+sharing one link).
 """
 
 from __future__ import annotations
@@ -100,12 +105,16 @@ class RttProxy:
     `bandwidth_bps`, a shared link of that speed each way)."""
 
     def __init__(self, upstream: tuple[str, int], rtt_s: float, handshake_rtts: int = 2,
-                 host: str = "127.0.0.1", port: int = 0, bandwidth_bps: float | None = None):
+                 host: str = "127.0.0.1", port: int = 0, bandwidth_bps: float | None = None,
+                 per_connection_bps: float | None = None):
         if rtt_s < 0 or handshake_rtts < 0:
             raise ValueError(f"rtt_s and handshake_rtts must be >= 0, got {rtt_s!r}, {handshake_rtts!r}")
+        if per_connection_bps is not None and not per_connection_bps > 0:
+            raise ValueError(f"per_connection_bps must be > 0, got {per_connection_bps!r}")
         self.upstream, self.rtt_s, self.handshake_rtts = upstream, rtt_s, handshake_rtts
-        self.bandwidth_bps = bandwidth_bps
+        self.bandwidth_bps, self.per_connection_bps = bandwidth_bps, per_connection_bps
         self.links = (Link(bandwidth_bps), Link(bandwidth_bps)) if bandwidth_bps else (None, None)  # (up, down)
+        self.connection_links: list[tuple[Link, Link]] = []  # with per_connection_bps: each connection's (up, down)
         self.connections = 0
         self._listener = socket.create_server((host, port))
         self._listener.settimeout(0.2)
@@ -147,6 +156,11 @@ class RttProxy:
             done = _Countdown(2, lambda c=client, s=server: self._close_pair(c, s))
             half = self.rtt_s / 2
             up, down = self.links
+            if self.per_connection_bps:
+                own = (Link(self.per_connection_bps), Link(self.per_connection_bps))
+                with self._lock:
+                    self.connection_links.append(own)
+                up, down = (_Capped(mine, shared) for mine, shared in zip(own, (up, down)))
             _DelayLine(client, server, half, ready, f"hubsim-rtt-{number}-up", done.tick, up)
             _DelayLine(server, client, half, 0.0, f"hubsim-rtt-{number}-down", done.tick, down)
 
@@ -178,6 +192,17 @@ class RttProxy:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class _Capped:
+    """A connection's own link, then (when there is one) the link every connection shares."""
+
+    def __init__(self, own: Link, shared: Link | None):
+        self.own, self.shared = own, shared
+
+    def book(self, ready: float, size: int) -> float:
+        done = self.own.book(ready, size)
+        return max(done, self.shared.book(ready, size)) if self.shared else done
 
 
 class _Countdown:

@@ -318,3 +318,21 @@ def test_bandwidth_limited_proxy_keeps_bytes_and_paces_them_at_the_rate(hub, hub
     assert 0 < up.booked_bytes < 4096  # the request went through the uplink too
     assert down.booked_bytes >= len(data)  # the body and the answer's headers
     assert down.free_at - down.first_start >= down.booked_bytes * 8 / rate * (1 - 1e-9) >= len(data) * 8 / rate
+
+
+def test_per_connection_caps_pace_each_connection_on_its_own_link(hub, hubsim_root):
+    """Through RttProxy(per_connection_bps=16 Mbit/s) two connections each get a link of their own: each shard
+    arrives unchanged, and each connection's downlink booked its own body at that rate (its schedule spans at least
+    its bytes over the rate), so connections add up instead of sharing. From the proxy's pacing record, not a clock."""
+    from tests.hubsim.proxy import RttProxy
+
+    data = (hubsim_root / "datasets" / DATASET_REPO / SHARD0).read_bytes()
+    rate = 16e6
+    with RttProxy(("127.0.0.1", hub.server.port), rtt_s=0.0, handshake_rtts=0, per_connection_bps=rate) as proxy:
+        bodies = [request(proxy.url, "GET", f"{DS}/resolve/main/{SHARD0}")[2] for _ in range(2)]
+        links = list(proxy.connection_links)
+    assert bodies == [data, data] and proxy.links == (None, None)
+    assert len(links) == 2 and links[0][1] is not links[1][1]
+    for up, down in links:
+        assert 0 < up.booked_bytes < 4096 and down.booked_bytes >= len(data)
+        assert down.free_at - down.first_start >= len(data) * 8 / rate

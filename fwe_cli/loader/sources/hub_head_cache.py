@@ -1,8 +1,10 @@
 """The warm head cache: what the native Hub reader needs to start a stream again without the network or pyarrow.
 
-It holds two kinds of entries for one (repo, commit, config, split) listing:
+It holds three kinds of entries for one (repo, commit, config, split) listing:
 - footers: the bytes of a file's parquet footer, as fetched (`get` / `put`);
-- rows: the decoded `text`/`id` columns of the stream's first row groups, in stream order (`get_rows` / `put_rows`).
+- rows: the decoded `text`/`id` columns of the stream's first row groups, in stream order (`get_rows` / `put_rows`);
+- named entries (`entry` / `put_entry`): the stream's first packed batches per tokenizer and shape
+  (hub_first_batches), which a warm start hands over before it has loaded a tokenizer.
 
 A warm start hands the cached rows to the tokenizer straight from disk (orjson, no pyarrow: importing pyarrow costs
 a warm start more CPU than the rest of its open), while the read-ahead thread goes on to the footer and the network
@@ -57,21 +59,25 @@ class HeadCache:
             return None
 
     def _store(self, name: str, data: bytes) -> bool:
-        """Write one entry while the budget allows; False once it is spent or the write fails (a read-only or full
-        disk only costs the next warm start its head start)."""
+        """Write one entry (replacing one of that name) while the budget allows; False once it is spent or the write
+        fails (a read-only or full disk only costs the next warm start its head start)."""
         with self._lock:
             if self._used is None:
                 try:
                     self._used = sum(e.stat().st_size for e in os.scandir(self.directory) if e.is_file())
                 except OSError:
                     self._used = 0
-            if self._used + len(data) > self.budget:
+            try:
+                replaced = os.path.getsize(name)
+            except OSError:
+                replaced = 0
+            if self._used - replaced + len(data) > self.budget:
                 return False
             try:
                 write_atomic(name, data)
             except OSError:
                 return False
-            self._used += len(data)
+            self._used += len(data) - replaced
             self.stored += 1
             return True
 
@@ -110,3 +116,17 @@ class HeadCache:
     def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool) -> bool:
         """Keep row group `group` of `path` decoded; callers keep only a stream's first row groups, in order."""
         return self._store(self._path(path, f"rg{group}.json"), orjson.dumps({"columns": columns, "last": last}))
+
+    def entry(self, name: str) -> bytes | None:
+        """A named entry of this listing (the kept first batches: hub_first_batches), or None."""
+        data = self._load(os.path.join(self.directory, name))
+        if data is not None:
+            self._hit()
+        return data
+
+    def has_entry(self, name: str) -> bool:
+        return os.path.isfile(os.path.join(self.directory, name))
+
+    def put_entry(self, name: str, data: bytes) -> bool:
+        """Keep (or replace) a named entry."""
+        return self._store(os.path.join(self.directory, name), data)

@@ -2,8 +2,8 @@
 
 `datasets` turns a config into files through the dataset card's `configs:` (config_name -> data_files, a split's
 path patterns such as `sample/10BT/*`), globs them against the repository and reads the matches in sorted path order.
-This module does the same with two requests (the dataset's info at a revision: commit sha, card and file names; then
-paths-info: sizes and LFS sha256 of the matches) and keeps the result per (repo, config, split, commit) under the
+This module does the same with two requests (hub_api: the dataset's info at a revision: commit sha, card and file
+names; then paths-info: sizes and LFS sha256 of the matches) and keeps the result per (repo, config, split, commit) under the
 Hugging Face cache, so a warm start re-validates with one HEAD request (the commit a branch points at), or none when
 the revision is a commit sha already listed or HF_HUB_OFFLINE=1.
 
@@ -25,19 +25,16 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import endpoint, fwe_cache_dir, head, offline, resolve_url
+from fwe_cli.loader.hub_env import fwe_cache_dir, head, offline, resolve_url
 from fwe_cli.loader.job_ranks import share
 from fwe_cli.loader.node_lock import node_lock, process_started_at
+from fwe_cli.loader.sources.hub_api import OPEN_TIMEOUT_S, ask, dataset_at, head_revision, paths_info
 from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
-from fwe_cli.loader.transient import attempts_note, call_with_retries, hub_budget_s, transient_reason
+from fwe_cli.loader.transient import hub_budget_s
 
 LISTING_FORMAT = 1
 PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-info call
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-# Per request while resolving (httpx's connect and read timeouts): a Hub that never answers ends the run after it,
-# well inside the 10 s a user waits for the message, and a working Hub starts its answer well within it. A Hub that
-# cannot be reached (refused, no answer) is not asked again; one that answers 429/5xx is, with backoff (HUB_RETRY).
-OPEN_TIMEOUT_S = 3.0
 LOCK_WAIT_S = 60.0  # waiting for another rank's listing, outside a loader (whose --timeout bounds it otherwise)
 FRESH_S = 60.0  # another process's check of a branch is reused this long (and only by processes started before it)
 
@@ -140,36 +137,11 @@ def listed_before(repo: str, revision: str | None) -> bool:
     return _cached_ref(repo, revision) is not None
 
 
-def unreachable_message(reason: str) -> str:
-    """The one line for a Hub that cannot be reached, with the ways to go on without it."""
-    return (f"cannot reach the Hub at {endpoint()} ({reason}); without it: HF_HUB_OFFLINE=1 reads a warm cache, "
-            "--local-path DIR reads files (fwe bootstrap makes them), --source synthetic needs nothing")
-
-
-def _ask(call, what: str, repo: str):
-    """One Hub API call, retried while the Hub answers 429/5xx; any failure as SourceError naming the dataset, and a
-    Hub that cannot be reached (refused, no answer; 5xx after the retries) as the unreachable message."""
-    try:
-        return call_with_retries(call, what, fail_fast=True)
-    except SourceError:
-        raise
-    except Exception as exc:  # huggingface_hub/httpx raise many types; the cause stays chained
-        found = transient_reason(exc)
-        if found is not None:
-            raise SourceError(unreachable_message(f"{what}: {found[0]}{attempts_note(exc)}")) from None  # says it all
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise SourceError(f"Hub dataset {repo!r}: {what} failed: {type(exc).__name__}: {first_line}") from exc
-
-
 def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListing:
-    from huggingface_hub import HfApi
-
-    api = HfApi(endpoint=endpoint())
-    info = _ask(lambda: api.dataset_info(repo, revision=revision, timeout=OPEN_TIMEOUT_S),
-                f"reading {repo} at {revision}", repo)
-    names = [s.rfilename for s in (info.siblings or [])]
-    card = info.card_data.to_dict() if info.card_data is not None else None
-    paths = match_files(names, split_patterns(card, config, split, repo))
+    """The listing from the Hub's API: the dataset at `revision`, then the sizes and LFS sha256 of the config's files."""
+    info = dataset_at(repo, revision)
+    sha, names = info["sha"], [s["rfilename"] for s in info.get("siblings") or []]
+    paths = match_files(names, split_patterns(info.get("cardData"), config, split, repo))
     if not paths:
         raise SourceError(f"Hub dataset {repo!r} config {config!r} split {split!r}: no file matches its data_files")
     not_parquet = [p for p in paths if not p.endswith(".parquet")]
@@ -178,26 +150,13 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
                           "use --hub-reader datasets")
     entries = {}
     for start in range(0, len(paths), PATHS_INFO_BATCH):
-        batch = paths[start:start + PATHS_INFO_BATCH]
-        for entry in _ask(lambda: api.get_paths_info(repo, batch, revision=info.sha, repo_type="dataset"),
-                          f"listing {len(batch)} files of {repo}", repo):
-            lfs = getattr(entry, "lfs", None)
-            entries[entry.path] = HubFile(entry.path, int(entry.size), getattr(lfs, "sha256", None))
+        for entry in paths_info(repo, sha, paths[start:start + PATHS_INFO_BATCH]):
+            if entry.get("type") == "file":
+                entries[entry["path"]] = HubFile(entry["path"], int(entry["size"]), (entry.get("lfs") or {}).get("oid"))
     missing = [p for p in paths if p not in entries]
     if missing:
-        raise SourceError(f"Hub dataset {repo!r} at {info.sha}: paths-info does not know {missing[0]!r}")
-    return HubListing(repo, config, split, info.sha, tuple(entries[p] for p in paths))
-
-
-def _head_revision(repo: str, revision: str) -> str:
-    """The commit a branch or tag points at now: one HEAD request (the X-Repo-Commit header of the card's resolve
-    URL), sent without huggingface_hub's HTTP stack, whose import would cost a warm start more than its open."""
-    url = resolve_url(repo, revision, "README.md")
-    sha = _ask(lambda: head(url, OPEN_TIMEOUT_S).get("x-repo-commit"),
-               f"checking which commit {repo}@{revision} is", repo)
-    if not sha:
-        raise SourceError(f"Hub dataset {repo!r}: {endpoint()} did not say which commit {revision!r} is")
-    return sha
+        raise SourceError(f"Hub dataset {repo!r} at {sha}: paths-info does not know {missing[0]!r}")
+    return HubListing(repo, config, split, sha, tuple(entries[p] for p in paths))
 
 
 def check_reachable(repo: str, revision: str | None) -> None:
@@ -206,7 +165,7 @@ def check_reachable(repo: str, revision: str | None) -> None:
     Any answer, an error status included, means the Hub is there: `datasets` then reports what it finds."""
     url = resolve_url(repo, revision or "main", "README.md")
     try:
-        _ask(lambda: head(url, OPEN_TIMEOUT_S), f"reaching {repo}", repo)
+        ask(lambda: head(url, OPEN_TIMEOUT_S), f"reaching {repo}", repo)
     except SourceError as exc:
         status = getattr(getattr(exc.__cause__, "response", None), "status_code", None)
         if status is None or status >= 500:
@@ -256,7 +215,7 @@ def _resolve_here(repo: str, config: str | None, split: str, revision: str, use_
             return found
         sha = revision if _SHA.match(revision) else None
         if sha is None and _cached_ref(repo, revision) is not None:  # listed before: is the branch still there?
-            sha = _head_revision(repo, revision)
+            sha = head_revision(repo, revision)
         cached = _read_cached(repo, config, split, sha) if sha else None
         if cached is not None:
             _write_ref(repo, revision, sha)

@@ -16,19 +16,16 @@ REQUEST_TIMEOUT_S = 30.0
 
 
 def fetch_range(url: str, start: int, end: int, fail_fast: bool = False) -> bytes:
-    """Bytes [start, end) of `url` (redirects followed, as the Hub sends large files to a CDN); transient failures
-    retried (a Hub that cannot be reached at all not, with `fail_fast`: the caller has a way out). A server that
-    ignores Range and sends the whole body is sliced."""
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    """Bytes [start, end) of `url` (redirects followed, as the Hub sends large files to a CDN; kept-alive connections,
+    fwe_cli/loader/hub_http.py); transient failures retried (a Hub that cannot be reached at all not, with
+    `fail_fast`: the caller has a way out). A server that ignores Range and sends the whole body is sliced."""
+    from fwe_cli.loader.hub_http import request
 
     def get() -> bytes:
-        headers = build_hf_headers()
-        headers["Range"] = f"bytes={start}-{end - 1}"
-        response = get_session().get(url, headers=headers, follow_redirects=True, timeout=REQUEST_TIMEOUT_S)
-        hf_raise_for_status(response)
-        body = response.content
-        if response.status_code == 200:
-            body = body[start:end]
+        with request("GET", url, {"Range": f"bytes={start}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+            body = answer.read()
+            if answer.status == 200:
+                body = body[start:end]
         if len(body) != end - start:
             raise SourceError(f"{url}: asked for bytes {start}-{end - 1}, got {len(body)} bytes")
         return body
@@ -37,7 +34,7 @@ def fetch_range(url: str, start: int, end: int, fail_fast: bool = False) -> byte
         return call_with_retries(get, f"reading {url}", fail_fast=fail_fast)
     except SourceError:
         raise
-    except Exception as exc:  # httpx/huggingface_hub raise many types; the cause stays chained
+    except Exception as exc:  # the cause stays chained
         raise SourceError(f"cannot read {url} (bytes {start}-{end - 1}){attempts_note(exc)}: {exc}") from exc
 
 

@@ -1,0 +1,51 @@
+"""Work started on a named daemon thread now and waited for later, its error re-raised in the waiter: what the
+pipeline's producer loads beside opening the source (the tokenizer, torch)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+
+
+class InBackground:
+    """`fn()` on a named daemon thread, started now; `result()` waits for it and re-raises its error in the caller."""
+
+    def __init__(self, fn: Callable[[], object], name: str, on_done: Callable[[], None] = lambda: None):
+        self._fn, self._on_done = fn, on_done
+        self._value: object = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+            self._on_done()
+        except BaseException as exc:  # noqa: BLE001 - handed to the producer, which raises it
+            self._error = exc
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def ready(self, timeout: float):
+        """The value if `fn` has returned within `timeout`, else None (failed or still running)."""
+        self._thread.join(timeout)
+        return self._value
+
+
+def torch_converter() -> Callable[[np.ndarray], object]:
+    """numpy -> torch tensor, pinned when CUDA is present (done here, off the training thread)."""
+    import torch
+
+    pin = torch.cuda.is_available()
+
+    def convert(batch: np.ndarray):
+        tensor = torch.from_numpy(batch)
+        return tensor.pin_memory() if pin else tensor
+
+    return convert

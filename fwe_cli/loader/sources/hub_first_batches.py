@@ -1,0 +1,212 @@
+"""The first packed batches of a native Hub stream, kept beside the head cache (hub_head_cache) so that a warm start
+hands them over without a tokenizer, a parquet decoder or the rows: what a warm start's first batch needs is then the
+interpreter, this file and the listing's one request (which confirms the commit they were made from).
+
+    first = FirstBatches(config, spec, tokenizer_spec)    # None-like (`usable` False) when nothing can be kept
+    first.candidate                                       # an entry for the commit the branch pointed at last time
+    if first.confirm(source):                             # the listing is resolved: still that commit?
+        for batch, position in first.replay(pipeline): ...
+    else: ... first.record(pipeline, batch, position)     # the first FIRST_BATCHES batches of a run are kept
+
+An entry is keyed by everything the batches depend on: the listing (its folder: repo, commit, config, split), the
+tokenizer's bytes (sha256 of its tokenizer.json), the tokenizer backend setting, the batch shape, the shard, the
+epochs and the bad-records policy; a change of any of them misses. It holds the batches (int32), their positions (a
+resume state after any of them is exact, the document it ended in included) and what the stats say of the tokenizer
+(name, backend, vocabulary size, end-of-text id) until the real one is loaded, which happens only when the consumer
+asks for more than the first batch, or GRACE_S after it was handed over (a smoke of one batch never loads it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Callable
+
+import orjson
+
+FIRST_BATCHES = 4  # batches kept per key: a smoke's default 3 and one more
+ENTRY_FORMAT = 1
+GRACE_S = 0.25  # after the kept batches: how long the producer waits for the consumer before loading the tokenizer
+
+
+def tokenizer_identity(spec: str) -> str | None:
+    """sha256 of the tokenizer.json `spec` names as it is on disk now ('byte' for the byte tokenizer); None when it is
+    not on this machine yet (a Hub id never downloaded): nothing can be matched then."""
+    from fwe_cli.loader.hub_env import cached_file
+    from fwe_cli.loader.tokenization.names import BYTE, HUB_ALIASES
+
+    if spec == BYTE:
+        return BYTE
+    path = os.path.join(spec, "tokenizer.json") if os.path.isdir(spec) else spec
+    if not os.path.isfile(path):
+        path = cached_file(HUB_ALIASES.get(spec, spec), "tokenizer.json")
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+class LazyTokenizer:
+    """Stands for the tokenizer the kept batches were made with: described from the entry until the first encode,
+    which waits for `load()` (the real one, loading on its own thread) and from then on is that one."""
+
+    def __init__(self, described: dict, load: Callable[[], object]):
+        self._described, self._load, self._real = described, load, None
+
+    def loaded(self):
+        if self._real is None:
+            self._real = self._load()
+        return self._real
+
+    def current(self):
+        real = self.loaded()
+        return getattr(real, "current", lambda: real)()
+
+    def encode(self, text: str):
+        return self.loaded().encode(text)
+
+    def encode_docs(self, texts):
+        return self.loaded().encode_docs(texts)
+
+    def start_upgrade(self) -> None:
+        getattr(self.loaded(), "start_upgrade", lambda: None)()
+
+    def __getattr__(self, name: str):
+        if self._real is not None:
+            return getattr(self._real, name)
+        if name in self._described:
+            return self._described[name]
+        raise AttributeError(name)
+
+
+class FirstBatches:
+    """The kept first batches of one fresh, unshuffled native Hub stream (`usable` False for any other)."""
+
+    def __init__(self, config, tokenizer_spec: str):
+        from fwe_cli.loader.sources.hub_head_cache import HeadCache
+        from fwe_cli.loader.sources.hub_listing import cached_listing
+
+        spec = config.source
+        self.usable = bool(config.hub_cache and config.shuffle_seed is None)
+        self.candidate = False
+        """An entry exists for the commit the branch pointed at when it was last listed (the request decides)."""
+        self._tokenizer_spec = tokenizer_spec
+        self._key = {"format": ENTRY_FORMAT, "backend": config.tokenizer_backend, "seq_len": config.seq_len,
+                     "batch_size": config.batch_size, "shard": [config.shard.mod, config.shard.rem],
+                     "epochs": config.epochs, "bad_records": config.bad_records}
+        self._shape = (config.batch_size, config.seq_len)
+        self._entry: dict | None = None
+        self._kept: list[bytes] = []
+        self._records: list[dict] = []
+        self._more = threading.Event()
+        self._writing = threading.Lock()
+        self._writers: list[threading.Thread] = []
+        self._written = 0
+        self._head = None
+        self.name: str | None = None
+        listing = cached_listing(spec.dataset, spec.name, spec.split, spec.revision) if self.usable else None
+        if listing is not None and self._named():
+            self._expected = listing.revision
+            self.candidate = HeadCache(listing).has_entry(self.name)
+
+    def _named(self) -> bool:
+        """Whether the entry's name is known: the tokenizer is on this machine (a first run downloads it)."""
+        if self.name is None:
+            identity = tokenizer_identity(self._tokenizer_spec)
+            if identity is not None:
+                key = dict(self._key, tokenizer=identity)
+                self.name = "batches-" + hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+        return self.name is not None
+
+    def confirm(self, source) -> bool:
+        """After the source is open: whether the kept entry is of the commit it reads (else it is not used)."""
+        self._head = source.head
+        if self._head is not None and self.candidate and source.revision == self._expected:
+            self._entry = _read(self._head.entry(self.name), self._shape)
+        self.candidate = self._entry is not None
+        return self.candidate
+
+    def replay(self, pipeline):
+        """(batch, position) of each kept batch, counted by the pipeline as made (a resume state after any of them
+        names the document it ended in: its recent batches say so), with a stand-in tokenizer; then, once the
+        consumer wants more, GRACE_S passed or the loader closes (`more`), the pipeline goes on right after the last
+        one."""
+        entry = self._entry
+        self.usable = False  # nothing is kept from a run that began with kept batches
+        pipeline.tokenizer = LazyTokenizer(entry["tokenizer"], pipeline.load_tokenizer)
+        pipeline.mark("source_opened")
+        for record, batch in zip(entry["batches"], entry["arrays"]):
+            position = record["position"]
+            epoch, doc, delivered, tokens = record["frontier"]
+            # the frontier's form RecentBatches reads: documents doc-1 and doc, the batch ends `delivered` into doc
+            pipeline.recent.remember(position["doc"], (epoch, doc - 1, [position["skip"] - delivered, tokens]))
+            pipeline.docs, pipeline.tokens = record["docs"], record["tokens"]
+            pipeline.batches += 1
+            pipeline.mark("first_batch")
+            yield batch, position
+        self._more.wait(GRACE_S)  # a run of one batch ends without loading a tokenizer
+        pipeline.start, pipeline.documents.start = position, position["doc"]
+
+    def describe(self) -> dict:
+        """{"replayed": batches handed over from the cache, "kept": batches of this run kept for the next}."""
+        return {"replayed": len(self._entry["batches"]) if self._entry else 0, "kept": len(self._kept)}
+
+    def more(self) -> None:
+        """The consumer wants more than its first batch, or the loader closes."""
+        self._more.set()
+
+    def record(self, pipeline, batch, position: dict) -> None:
+        """Keep one of a run's first FIRST_BATCHES batches: taken now, written on a `fwe-keep-batches` thread (a run
+        may end after any batch; the tokenizer's hash and the write stay off the way to the batch). A write that
+        fails only costs the next warm start its kept batches."""
+        if not self.usable or self._head is None or len(self._records) >= FIRST_BATCHES:
+            return
+        frontier = pipeline.recent.frontier(position)
+        tok = pipeline.tokenizer
+        if frontier is None or tok is None or position.get("part") is not None:
+            self.usable = False
+            return
+        self._kept.append(batch.astype("int32", copy=False).tobytes())
+        self._records.append({"position": position, "frontier": [int(v) for v in frontier],
+                              "docs": pipeline.docs, "tokens": pipeline.tokens})
+        header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": list(self._records),
+                  "tokenizer": {"name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size,
+                                "eos_id": tok.eos_id, "backend_reason": getattr(tok, "backend_reason", None),
+                                "check_s": None}}
+        data = orjson.dumps(header) + b"\n" + b"".join(self._kept)
+        writer = threading.Thread(target=self._write, args=(data, len(self._records)), name="fwe-keep-batches",
+                                  daemon=True)
+        writer.start()
+        self._writers.append(writer)
+
+    def _write(self, data: bytes, batches: int) -> None:
+        with self._writing:
+            if batches > self._written and self.usable and self._named():  # never replaced by fewer batches
+                self.usable = self._head.put_entry(self.name, data)
+                self._written = batches
+
+    def settle(self) -> None:
+        """Wait for the kept batches to be written (the loader closes: the next start may read them)."""
+        for writer in list(self._writers):
+            writer.join()
+
+def _read(data: bytes | None, shape: tuple[int, int]) -> dict | None:
+    """An entry's header with its batches as arrays, or None when it is absent or damaged."""
+    if not data:
+        return None
+    import numpy as np
+
+    head, _, body = data.partition(b"\n")
+    try:
+        entry = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+    size = shape[0] * shape[1] * 4
+    batches = entry.get("batches") if isinstance(entry, dict) else None
+    if entry.get("format") != ENTRY_FORMAT or not batches or len(body) != size * len(batches):
+        return None
+    writable = bytearray(body)  # a consumer may write into its batches
+    entry["arrays"] = [np.frombuffer(writable, np.int32, shape[0] * shape[1], i * size).reshape(shape)
+                       for i in range(len(batches))]
+    return entry
