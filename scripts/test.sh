@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Set up ./.venv (idempotent) and run the whole test suite; extra arguments go to pytest.
-#   bash scripts/test.sh            # everything (about 70 s on 2 cores: two pytest workers, one per core)
+#   bash scripts/test.sh            # everything (pytest workers: one per core plus one, at most 8)
 #   bash scripts/test.sh -k smoke   # a subset
 # Test modules are spread over the workers whole (--dist loadfile): a module's shared runs and servers stay in one
-# process. FWE_TEST_WORKERS=0 runs everything in the pytest process itself, in order.
+# process. They are handed out in the order tests/conftest.py puts them, the longest first
+# (--no-loadscope-reorder), so the workers end together. One worker more than there are cores: many tests wait on a
+# child process, a timeout or a sleeping training step, and the extra worker keeps the cores busy meanwhile.
+# FWE_TEST_WORKERS=N sets the number of workers; FWE_TEST_WORKERS=0 runs everything in the pytest process itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -12,4 +15,10 @@ if [ "${FWE_WITH_TORCH:-1}" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev
   .venv/bin/pip install -q torch==2.13.0 || echo "note: torch not installed; torch tests will be skipped" >&2
 fi
 .venv/bin/pip install -q -e '.[test]'
-exec .venv/bin/python -m pytest -q -n "${FWE_TEST_WORKERS:-2}" --dist loadfile "$@"
+# The suite starts hundreds of interpreters (each pytest worker rewrites every test module's asserts, each fwe
+# process compiles the fwe_cli modules it imports): let them keep their compiled bytecode in __pycache__ (ignored by
+# git) and reuse it, whatever the calling shell says.
+unset PYTHONDONTWRITEBYTECODE
+cores=$(nproc 2>/dev/null || echo 2)
+workers=${FWE_TEST_WORKERS:-$(( cores + 1 < 8 ? cores + 1 : 8 ))}
+exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder "$@"

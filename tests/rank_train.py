@@ -1,17 +1,22 @@
 """A tiny data-parallel training loop for `torchrun` (tests/loader/test_ranks.py), and the decoding of byte batches.
 
-    torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH [SHUFFLE_SEED]
+    torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH SHUFFLE_SEED \
+        [-- FWE_ARGS...]
 
-Each rank builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
-WORLD_SIZE), joins a gloo (CPU) process group, takes every batch with `for batch in loader:`, makes a toy model step
-whose gradient is all-reduced, and writes OUT_DIR/rank{r}.json: the documents it saw, its shard, shard_from and
-step count.
+Each rank joins a gloo (CPU) process group and trains twice: in file order, then shuffled with SHUFFLE_SEED. Each
+time it builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
+WORLD_SIZE), takes every batch with `for batch in loader:`, makes a toy model step whose gradient is all-reduced, and
+writes OUT_DIR/plain/rank{r}.json (then OUT_DIR/shuffled/rank{r}.json): the documents it saw, its shard, shard_from
+and step count. With `-- FWE_ARGS`, each rank then runs `python -m fwe_cli FWE_ARGS` as a child process with the
+environment torchrun gave the rank (what `torchrun -m fwe_cli FWE_ARGS` gives each of its processes) and writes its
+exit code and stderr to OUT_DIR/fwe_rank{r}.json. One job for all three: a torchrun costs seconds of imports.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from typing import Iterable
 
@@ -33,15 +38,29 @@ def decode_documents(batches: Iterable[np.ndarray], complete_only: bool = False)
     return docs
 
 
-def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int | None = None) -> None:
+def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int, fwe_args: list[str]) -> None:
     from datetime import timedelta
 
-    import torch
     import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a rank stepping alone fails, not hangs
+    for name, seed in (("plain", None), ("shuffled", shuffle_seed)):
+        os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+        train(dist, data, os.path.join(out_dir, name), seq_len, batch_size, seed)
+    if fwe_args:
+        proc = subprocess.run([sys.executable, "-m", "fwe_cli", *fwe_args], capture_output=True, text=True,
+                              timeout=120)
+        with open(os.path.join(out_dir, f"fwe_rank{dist.get_rank()}.json"), "w", encoding="utf-8") as handle:
+            json.dump({"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}, handle)
+    end_rank(dist)
+
+
+def train(dist, data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int | None) -> None:
+    """One pass of the training loop over the rank's shard; its report goes to OUT_DIR/rank{r}.json."""
+    import torch
 
     from fwe_cli.loader import FineWebLoader, resolve_config
 
-    dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a rank stepping alone fails, not hangs
     rank, world = dist.get_rank(), dist.get_world_size()
     config = resolve_config(source="local", local_path=data, tokenizer="byte", seq_len=seq_len,
                             batch_size=batch_size, heartbeat_dir=out_dir, loader_timeout=120.0,
@@ -69,7 +88,6 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: i
               "docs": decode_documents(batches) if batches else []}
     with open(f"{out_dir}/rank{rank}.json", "w", encoding="utf-8") as handle:
         json.dump(report, handle)
-    end_rank(dist)
 
 
 def end_rank(dist) -> None:
@@ -85,4 +103,6 @@ def end_rank(dist) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else None)
+    args, fwe = (sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]) if "--" in sys.argv else (
+        sys.argv[1:], [])
+    main(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), fwe)

@@ -5,9 +5,10 @@ know fails the test by name, so README and test cannot drift apart silently. The
 new ones git does not ignore; never .venv, artifacts or data) are copied into a temporary directory, where
 `python -m venv .venv` makes a fresh environment the way scripts/demo.sh does. There is no package index here, so the
 fresh venv sees this environment's site-packages through a .pth file (the dependencies as installed here) and
-`pip install -e .` runs offline: PIP_NO_INDEX=1 and PIP_NO_BUILD_ISOLATION=0 (pip's inverted spelling: no build
-isolation, the build backend is this environment's setuptools). Then every command runs with `bash -c` in the copy,
-in README order; a block's lines after `source .venv/bin/activate` run with that activation in front of them.
+`pip install -e .` (scripts/demo.sh's, the first README command) runs offline: PIP_NO_INDEX=1 and
+PIP_NO_BUILD_ISOLATION=0 (pip's inverted spelling: no build isolation, the build backend is this environment's
+setuptools). Then every command runs with `bash -c` in the copy, in README order, once for the module; a block's
+lines after `source .venv/bin/activate` run with that activation in front of them.
 
 `bash scripts/test.sh` is the suite itself (CI runs it via .ci/run): it is classified and not run here, or the suite
 would run itself. The environment of the commands has HF_HUB_OFFLINE=1 and a private HF_HOME, so nothing reaches
@@ -211,8 +212,9 @@ def _tail(proc: subprocess.CompletedProcess, chars: int = 3000) -> str:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> tuple[Path, dict]:
-    """A copy of the repository with a fresh .venv (made offline, project installed with `pip install -e .` as
-    scripts/demo.sh does) and the environment to run README commands in."""
+    """A copy of the repository with a fresh .venv made offline (nothing installed in it yet: the README's first
+    command, scripts/demo.sh, installs the project with `pip install -e .` as a user's first run does) and the
+    environment to run README commands in."""
     root = tmp_path_factory.mktemp("readme")
     copy, env = root / "fwe", _user_env(root)
     _copy_repository(copy)
@@ -224,28 +226,25 @@ def clone(tmp_path_factory) -> tuple[Path, dict]:
     (fresh / "_fwe_test_outer_env.pth").write_text("".join(p + "\n" for p in _site_packages()))
     if (fresh / "setuptools").is_dir():  # venv's bundled setuptools (3.11) would shadow this environment's
         _run([str(python), "-m", "pip", "uninstall", "-q", "-y", "setuptools"], copy, env, "pip uninstall setuptools")
-    _run([str(python), "-m", "pip", "install", "-q", "-e", "."], copy, env, "pip install -q -e . (offline)")
     return copy, env
 
 
-def test_fresh_venv_runs_the_copy(clone, tmp_path):
-    """The fresh venv's `fwe_cli` (imported away from the copy's directory) and the `fwe` that activation puts on
-    PATH are the copy's, not this checkout's: the README commands below really run a fresh clone's install."""
-    copy, env = clone
-    where = _run([str(copy / ".venv" / "bin" / "python"), "-c", "import fwe_cli; print(fwe_cli.__file__)"], tmp_path,
-                 env, "import fwe_cli in the fresh venv").stdout.strip()
-    assert Path(where).resolve().is_relative_to(copy.resolve()), where
-    found = _run(["bash", "-c", "source .venv/bin/activate && command -v fwe"], copy, env, "command -v fwe")
-    assert Path(found.stdout.strip()) == copy / ".venv" / "bin" / "fwe"
+@dataclass(frozen=True)
+class Ran:
+    """A README command as it ran in the clone: its step, and its process (None: it ran past COMMAND_TIMEOUT_S)."""
+
+    step: Step
+    proc: subprocess.CompletedProcess | None
 
 
-def test_readme_commands_exit_as_documented(clone):
-    """Each command of README's bash blocks, run in order in the fresh clone as a user types it (after
-    `source .venv/bin/activate` where its block activated the venv), exits with the documented code (0 unless a
-    trailing `# exits N` says otherwise); a failure names the README line and shows its output's tail."""
+@pytest.fixture(scope="module")
+def readme_run(clone) -> list[Ran]:
+    """Each command of README's bash blocks, run once for the module in order in the fresh clone as a user types it
+    (after `source .venv/bin/activate` where its block activated the venv); stops at the first that ran past
+    COMMAND_TIMEOUT_S or exited otherwise than README documents (the commands after it depend on it)."""
     copy, env = clone
     activated = False
-    ran = []
+    ran: list[Ran] = []
     for step in readme_steps():
         if step.kind == "activate":
             activated = True
@@ -257,8 +256,34 @@ def test_readme_commands_exit_as_documented(clone):
             proc = subprocess.run(["bash", "-c", script], cwd=copy, env=env, capture_output=True, text=True,
                                   timeout=COMMAND_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            proc = None
+        ran.append(Ran(step, proc))
+        if proc is None or proc.returncode != step.exit:
+            break
+    return ran
+
+
+def test_readme_commands_exit_as_documented(readme_run):
+    """Each command of README's bash blocks, run in order in the fresh clone as a user types it (after
+    `source .venv/bin/activate` where its block activated the venv), exits with the documented code (0 unless a
+    trailing `# exits N` says otherwise); a failure names the README line and shows its output's tail."""
+    for ran in readme_run:
+        step, proc = ran.step, ran.proc
+        if proc is None:
             pytest.fail(f"README.md:{step.line.lineno}: `{step.line.text}` ran past {COMMAND_TIMEOUT_S} s")
         assert proc.returncode == step.exit, (f"README.md:{step.line.lineno}: `{step.line.text}` exited "
                                               f"{proc.returncode}, README documents {step.exit}\n{_tail(proc)}")
-        ran.append(step.line.text)
-    assert ran, "no README command ran"
+    assert [ran.step for ran in readme_run] == [step for step in readme_steps() if step.kind == "run"], (
+        "not every README command ran")
+
+
+def test_fresh_venv_runs_the_copy(clone, readme_run, tmp_path):
+    """After README's commands (scripts/demo.sh installs the project), the fresh venv's `fwe_cli` (imported away
+    from the copy's directory) and the `fwe` that activation puts on PATH are the copy's, not this checkout's: the
+    README commands really ran a fresh clone's install."""
+    copy, env = clone
+    where = _run([str(copy / ".venv" / "bin" / "python"), "-c", "import fwe_cli; print(fwe_cli.__file__)"], tmp_path,
+                 env, "import fwe_cli in the fresh venv").stdout.strip()
+    assert Path(where).resolve().is_relative_to(copy.resolve()), where
+    found = _run(["bash", "-c", "source .venv/bin/activate && command -v fwe"], copy, env, "command -v fwe")
+    assert Path(found.stdout.strip()) == copy / ".venv" / "bin" / "fwe"

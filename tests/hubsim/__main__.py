@@ -54,6 +54,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: {args.root} holds no repos; build them first: python -m tests.hubsim build --root {args.root}",
               file=sys.stderr)
         return 2
+    done = threading.Event()  # SIGTERM stops cleanly from the moment the endpoint can be known, not after the prints
+    signal.signal(signal.SIGTERM, lambda *a: done.set())
     hub = HubServer(args.root, host=args.host, port=args.port if args.rtt_ms is None else 0,
                     faults=_faults(args), log_path=args.log, on_request=None if args.quiet else _print_request)
     hub.start()
@@ -69,8 +71,6 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"hubsim serving {orjson.dumps(info).decode()}", file=sys.stderr)
     print(f"for sealed clients: export PYTHONPATH={SEALED_DIR}:$PYTHONPATH HF_UPDATE_DOWNLOAD_COUNTS=0 "
           "HF_HUB_DISABLE_TELEMETRY=1; Ctrl-C stops", file=sys.stderr, flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: done.set())
     try:
         done.wait()
     except KeyboardInterrupt:

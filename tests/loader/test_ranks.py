@@ -18,21 +18,29 @@ from tests.rank_train import decode_documents
 TORCHRUN_TIMEOUT_S = 300  # a bound on a hung rendezvous or collective, not an expected duration
 DOCS = [f"rank test document {i:04d}" for i in range(64)]  # unique, 23 bytes + separator = 24 tokens each
 SEQ_LEN, BATCH = 32, 3  # 96 tokens a batch: each rank's 32 documents are exactly 8 batches, none left unemitted
+SHUFFLE_SEED = 7  # the shuffled pass: each rank takes every other document of this seed's permutation
 
 
-@pytest.fixture
-def docs_jsonl(tmp_path) -> Path:
-    return write_jsonl(tmp_path / "docs.jsonl", [{"text": text} for text in DOCS])
-
-
-def _torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc-per-node 2 ARGS` (a local rendezvous on 127.0.0.1, no network needed)."""
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Path:
+    """One `torchrun --standalone --nproc-per-node 2 tests/rank_train.py` (a local rendezvous on 127.0.0.1, no
+    network needed) for the module: each rank trains in file order, then shuffled, then runs `fwe smoke` the way
+    `torchrun -m fwe_cli smoke` would (a child with the rank's environment). Returns its working folder: the data
+    (docs.jsonl), the training reports (out/plain, out/shuffled), and the smoke's outputs (out_{rank}.npz, art/)."""
+    work = tmp_path_factory.mktemp("ranks")
+    docs = write_jsonl(work / "docs.jsonl", [{"text": text} for text in DOCS])
+    (work / "out").mkdir()
+    smoke = ["smoke", "--local-path", str(docs), "--tokenizer", "byte", "--seq-len", str(SEQ_LEN), "--batch",
+             str(BATCH), "--batches", "8", "--timeout", "120", "--artifacts-dir", str(work / "art"),
+             "--save-batches", str(work / "out_{rank}.npz")]
     torchrun = Path(sys.executable).with_name("torchrun")
-    env = fwe_env(OMP_NUM_THREADS="1")
-    proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=TORCHRUN_TIMEOUT_S)
+    proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2",
+                           str(REPO_ROOT / "tests" / "rank_train.py"), str(docs), str(work / "out"), str(SEQ_LEN),
+                           str(BATCH), str(SHUFFLE_SEED), "--", *smoke],
+                          capture_output=True, text=True, env=fwe_env(OMP_NUM_THREADS="1"), cwd=work,
+                          timeout=TORCHRUN_TIMEOUT_S)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
-    return proc
+    return work
 
 
 def test_decode_documents_reassembles_documents_split_across_batches():
@@ -69,13 +77,10 @@ def test_save_batches_rejects_other_placeholders(tmp_path):
     assert not (tmp_path / "art").exists()
 
 
-def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(docs_jsonl, tmp_path):
+def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(job):
     """Two torchrun ranks (gloo, CPU) building the loader with no shard flags read disjoint documents whose union is
     every document of the file, step equally often with all-reduced gradients, and each writes its own heartbeat."""
-    out = tmp_path / "out"
-    out.mkdir()
-    _torchrun(str(REPO_ROOT / "tests" / "rank_train.py"), str(docs_jsonl), str(out), str(SEQ_LEN), str(BATCH),
-              cwd=tmp_path)
+    out = job / "out" / "plain"
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for r, report in enumerate(reports):
         assert report["shard"] == [2, r] and report["shard_from"] == "torchrun" and report["heartbeat_rank"] == r
@@ -87,18 +92,15 @@ def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(docs_
     assert seen[0] | seen[1] == set(DOCS)
 
 
-def test_torchrun_training_loop_with_shuffle_splits_one_permutation(docs_jsonl, tmp_path):
+def test_torchrun_training_loop_with_shuffle_splits_one_permutation(job):
     """With a shuffle seed, the two torchrun ranks read disjoint documents covering all of them, each taking every
     other document of the same seeded permutation (what one process with that seed reads)."""
     from fwe_cli.loader import resolve_config
     from fwe_cli.loader.sources.stream import DocumentStream
 
-    out = tmp_path / "out"
-    out.mkdir()
-    _torchrun(str(REPO_ROOT / "tests" / "rank_train.py"), str(docs_jsonl), str(out), str(SEQ_LEN), str(BATCH), "7",
-              cwd=tmp_path)
-    permutation = [d.text for d in DocumentStream(resolve_config(env={}, local_path=str(docs_jsonl), shuffle_seed=7,
-                                                                 shuffle_window=16))]
+    out = job / "out" / "shuffled"
+    permutation = [d.text for d in DocumentStream(resolve_config(env={}, local_path=str(job / "docs.jsonl"),
+                                                                 shuffle_seed=SHUFFLE_SEED, shuffle_window=16))]
     assert sorted(permutation) == sorted(DOCS) and permutation != DOCS
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for r, report in enumerate(reports):
@@ -107,20 +109,19 @@ def test_torchrun_training_loop_with_shuffle_splits_one_permutation(docs_jsonl, 
     assert set(reports[0]["docs"]) | set(reports[1]["docs"]) == set(DOCS)
 
 
-def test_torchrun_smoke_ranks_save_disjoint_documents(docs_jsonl, tmp_path):
-    """`torchrun ... -m fwe_cli smoke --save-batches out_{rank}.npz` with no shard flags: each rank saves its own file,
-    and the two ranks' batches hold disjoint documents that together are every document."""
-    args = ["-m", "fwe_cli", "smoke", "--local-path", str(docs_jsonl), "--tokenizer", "byte", "--seq-len",
-            str(SEQ_LEN), "--batch", str(BATCH), "--batches", "8", "--timeout", "120", "--artifacts-dir",
-            str(tmp_path / "art"), "--save-batches", str(tmp_path / "out_{rank}.npz")]
-    _torchrun(*args, cwd=tmp_path)
+def test_torchrun_smoke_ranks_save_disjoint_documents(job):
+    """`python -m fwe_cli smoke --save-batches out_{rank}.npz` with no shard flags in each torchrun rank's
+    environment (as `torchrun -m fwe_cli smoke` runs it): each rank exits 0 and saves its own file, and the two
+    ranks' batches hold disjoint documents that together are every document."""
     seen = []
     for r in range(2):
-        with np.load(tmp_path / f"out_{r}.npz") as saved:
+        ran = json.loads((job / "out" / f"fwe_rank{r}.json").read_text())
+        assert ran["returncode"] == 0, ran["stderr"]
+        with np.load(job / f"out_{r}.npz") as saved:
             docs = decode_documents(saved["batches"])
         assert docs == DOCS[r::2]
         seen.append(set(docs))
     assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(DOCS)
-    artifacts = [orjson.loads(p.read_bytes()) for p in (tmp_path / "art" / "smoke").glob("*.json")]
+    artifacts = [orjson.loads(p.read_bytes()) for p in (job / "art" / "smoke").glob("*.json")]
     assert sorted((a["config"]["shard"]["rem"], a["config"]["shard_from"]) for a in artifacts) == [
         (0, "torchrun"), (1, "torchrun")]
