@@ -137,10 +137,13 @@ def _smoke_on_silent_hub(tmp_path, endpoint: str, *args: str):
 
 
 def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, silent):
-    """A source that never yields (a Hub that never answers) with --synthetic-on-fail: the loader's deadline ends
-    the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first): exit 0, one
-    JSON object on stdout recording the fallback, equal to the artifact; the warning is one line on stderr."""
-    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--synthetic-on-fail", "--timeout", "3")
+    """A source that never yields (a Hub that never answers; the `datasets` reader, whose revision request waits
+    30 s, where the native listing's gives up after 3 s, the --timeout here) with --synthetic-on-fail: the loader's
+    deadline ends the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first):
+    exit 0, one JSON object on stdout recording the fallback, equal to the artifact; the warning is one line on
+    stderr."""
+    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--hub-reader", "datasets", "--synthetic-on-fail",
+                                      "--timeout", "3")
     warned = [line for line in proc.stderr.splitlines() if "FALLING BACK" in line]
     assert len(warned) == 1 and warned[0].startswith("warning: fwe: FALLING BACK TO SYNTHETIC DATA")
     assert "RuntimeWarning" not in proc.stderr
@@ -152,10 +155,11 @@ def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, silent):
 
 
 def test_watchdog_still_prints_one_json_object(tmp_path, silent):
-    """A read blocked in the main thread (--no-prefetch on a Hub that never answers) is beyond the loader's deadline: the last-resort
-    watchdog ends the process with the timeout code (3), still printing one JSON object (ok false, the error
-    named) on stdout and writing it as the artifact."""
-    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--no-prefetch", "--timeout", "1")
+    """A read blocked in the main thread (--no-prefetch, the `datasets` reader's revision request, whose own timeout
+    is 30 s, on a Hub that never answers) is beyond the loader's deadline: the last-resort watchdog ends the process
+    with the timeout code (3), still printing one JSON object (ok false, the error named) on stdout and writing it
+    as the artifact. (The native reader's listing gives up after 3 s, as the watchdog fires: not this test's.)"""
+    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--hub-reader", "datasets", "--no-prefetch", "--timeout", "1")
     assert proc.returncode == 3, proc.stderr
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}
