@@ -101,27 +101,37 @@ def _exit(code: int, result: dict) -> None:
     end_now(code)
 
 
-# the flags that say where a run's data is, all words (typer need not check them first: the synthetic seed, a number,
-# says nothing about where): the source's fields, and whether the Hub caches are used
-SOURCE_WORDS = tuple(name for name in FLAT_FIELDS if name != "seed") + ("hub_cache",)
+# the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
+# seed, a number, says nothing about where): the source's fields, the tokenizer, and whether the Hub caches are used
+SOURCE_WORDS = tuple(name for name in FLAT_FIELDS if name != "seed") + ("tokenizer", "hub_cache")
 _EARLY: dict = {"requests_from": None}
 
 
 def start_early(words: dict) -> None:
     """Called by the `fwe` process as soon as a smoke's words are read (fwe_cli.cli.app.FweApp), before typer
-    checks them and the run imports the loader (~0.1 s in a fresh process): the source's first request starts now
-    (Source.start_early: the Hub listing's, which a warm start waits for), so that its round trip overlaps that work.
-    The config comes from resolve_config as the run's will, from the words that say where the data is; words that do
-    not resolve start nothing (the run reports them)."""
+    checks them and the run imports the loader (~0.1 s in a fresh process): the run's first requests start now, so
+    that their round trips overlap that work: the source's (Source.start_early: the Hub listing's, which a warm start
+    waits for) and, for a run that reads the Hub, its tokenizer's download when it is not cached. The config comes
+    from resolve_config as the run's will, from the words that say where the data is; words that do not resolve
+    start nothing (the run reports them)."""
     from fwe_cli.loader.hub_env import request_times
     from fwe_cli.loader.sources.registry import source_class
+    from fwe_cli.loader.tokenization.names import hub_repo
 
     try:
         config = resolve_config(flag_names=FLAG_NAMES, **{name: words.get(name) for name in SOURCE_WORDS})
     except FweError:
         return
+    source = source_class(config.source)
     _EARLY["requests_from"] = len(request_times())  # the run's requests: from here on, counted in its artifact
-    source_class(config.source).start_early(config.source, config.read_options())
+    repo = hub_repo(config.tokenizer) if config.tokenizer else None
+    if source.uses_hub and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
+        from fwe_cli.loader.in_background import import_in_background
+        from fwe_cli.loader.tokenization.hub_fetch import start_fetch
+
+        if start_fetch(repo, "tokenizer.json"):  # first: a cold source starts importing pyarrow (and numpy) next
+            import_in_background("tokenizers")  # its parser, imported while the download and the listing wait
+    source.start_early(config.source, config.read_options())
 
 
 def rank_path(path: Path, rank: int, flag: str = "--save-batches") -> Path:

@@ -75,9 +75,9 @@ def before(events: list[str], first: str, then: str) -> bool:
 
 def test_a_warm_smoke_process_sends_its_one_request_before_typer_checks_its_words(hubsim_server, tmp_path):
     """Warm: the listing thread (whose one request is the HEAD) starts before pydantic and numpy are imported, the run
-    counts that request as its own (one, before the first batch) and replays the kept batch; cold: no listing starts
-    before the loader (its requests are the loader's), the run makes them all, and the batches are the same. No
-    other command's module is imported by either."""
+    counts that request as its own (one, before the first batch) and replays the kept batch; cold: the listing and
+    the tokenizer's download start before numpy is imported too, the run counts every request as its own, and the
+    batches are the same. No other command's module is imported by either."""
     run = HubRun(hubsim_server, tmp_path / "hub")
     home = run.new_home()
     cold, cold_events = fwe_process(run, home, tmp_path, *SMOKE, "--save-batches", str(tmp_path / "cold.npz"))
@@ -91,7 +91,8 @@ def test_a_warm_smoke_process_sends_its_one_request_before_typer_checks_its_word
     assert (warm["requests"], warm["requests_first_batch"]) == (1, 1)
     assert [(r["method"], r["path"].split("/resolve/")[-1]) for r in warm_requests] == [("HEAD", "main/README.md")]
     assert warm["source"]["first_batches"]["replayed"] >= 1
-    assert before(cold_events, "import numpy", "thread fwe-hub-listing")
+    assert before(cold_events, "thread fwe-hub-listing", "import numpy")
+    assert before(cold_events, "thread fwe-hub-file", "import numpy")
     assert cold["requests"] == cold["requests_first_batch"] >= 4  # listing (2), footer, row group, tokenizer
     assert not any(event.split()[-1] in OTHER_COMMANDS for event in cold_events + warm_events)
     with np.load(tmp_path / "cold.npz") as a, np.load(tmp_path / "warm.npz") as b:

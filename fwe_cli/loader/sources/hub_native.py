@@ -11,13 +11,12 @@ run needs, and the loader's source takes it over.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import sys
 import threading
 from concurrent.futures import Future
 from typing import Callable, Iterator
 
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.in_background import import_in_background
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
 
@@ -34,25 +33,19 @@ class HubNative(HubSource):
 
     @classmethod
     def start_early(cls, spec, options) -> None:
-        """Before the loader exists (the `fwe` process, while it imports what the run needs): a warm start's one
-        request (the HEAD that says whether the branch still points at the cached listing) is sent now, its listing
-        taken over by the next HubNative of the same stream, cache and endpoint (one, once); a cold start opens its
-        connections and imports its parquet decoder, and leaves its requests to the loader (whose deadline and stage
-        they belong to). Offline (HF_HUB_OFFLINE=1), nothing."""
-        from fwe_cli.loader.hub_env import endpoint, offline
-        from fwe_cli.loader.hub_http import preconnect
-        from fwe_cli.loader.sources.hub_listing import listed_before
+        """Before the loader exists (the `fwe` process, while it imports what the run needs): the listing starts now
+        (a warm start's one request, the HEAD that says whether the branch still points at the cached listing; a
+        cold start's requests for the files, its connections and its parquet decoder's import), taken over by the
+        next HubNative of the same stream, cache and endpoint (one, once), which waits for it under its own deadline
+        and stage. Offline (HF_HUB_OFFLINE=1), nothing."""
+        from fwe_cli.loader.hub_env import offline
 
         global _early
         if offline():
             return
-        if options.use_cache and listed_before(spec.dataset, spec.revision):
-            started = Listing(spec, options.use_cache)
-            with _early_lock:
-                _early = started
-            return
-        preconnect(endpoint(), COLD_CONNECTIONS)
-        import_in_background("pyarrow.parquet")
+        started = Listing(spec, options.use_cache)
+        with _early_lock:
+            _early = started
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
@@ -155,8 +148,6 @@ class Listing:
 
         self.key = _key(spec, use_cache)
         self.warm = use_cache and listed_before(spec.dataset, spec.revision)
-        if not self.warm:
-            import_in_background("pyarrow.parquet")
         self._future: Future = Future()
         self._said: str | None = None
         self._stage: Callable[[str], None] | None = None
@@ -164,7 +155,7 @@ class Listing:
         self._where = (spec.dataset, spec.name)
         footer = None
         if not self.warm and not offline():  # a first listing: two connections (a warm one needs only its HEAD's)
-            preconnect(endpoint(), COLD_CONNECTIONS - 1)
+            preconnect(endpoint(), COLD_CONNECTIONS)
             footer = FooterAhead(spec.dataset) if use_cache else None
 
         def resolve() -> None:
@@ -178,6 +169,8 @@ class Listing:
                 self._future.set_exception(exc)
 
         threading.Thread(target=resolve, name="fwe-hub-listing", daemon=True).start()
+        if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
+            import_in_background("pyarrow.parquet")
 
     def _say(self, stage: str) -> None:
         with self._lock:
@@ -244,16 +237,8 @@ class FooterAhead:
             HeadCache(listing).put(first.path, read[1], read[3])
 
 
-COLD_CONNECTIONS = 2  # a cold listing's requests, then the footer read beside the second
+COLD_CONNECTIONS = 2  # a cold listing's requests, and the footer read beside the second (opened before either)
 FOOTER_WAIT_S = 3.0  # how long a listing waits for the footer read beside it (hub_api.OPEN_TIMEOUT_S)
 _early: Listing | None = None  # started by start_early, taken by the next prepare()
 _early_lock = threading.Lock()
 
-
-def import_in_background(module: str) -> None:
-    """Import `module` on a named daemon thread (a slow import overlaps the network waits of the caller's thread),
-    unless it is imported, or being imported, already."""
-    if module in sys.modules:
-        return
-    threading.Thread(target=importlib.import_module, args=(module,), name=f"fwe-import-{module.split('.')[0]}",
-                     daemon=True).start()
