@@ -228,7 +228,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     from fwe_cli.loader.hub_env import endpoint
     from fwe_cli.loader.hub_http import preconnect
     from fwe_cli.loader.sources.hub_listing import resolve_listing
-    from fwe_cli.loader.sources.hub_native import import_in_background
+    from fwe_cli.loader.in_background import import_in_background
 
     resume = manifest["resume"] if manifest else None
     spec = config.source

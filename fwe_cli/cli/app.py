@@ -1,17 +1,99 @@
-"""The `fwe` command line: thin commands over the loader core."""
+"""The `fwe` command line: thin commands over the loader core.
 
+A command's module is imported when that command runs (or when `fwe --help` lists them all), not every command's
+for any run: a fresh `fwe smoke` then imports only what a smoke needs before it starts its work."""
+
+import importlib
 import sys
+from collections.abc import MutableMapping
 
 import typer
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
 from fwe_cli import __version__
-from fwe_cli.cli import bootstrap_cmd, doctor_cmd, measure_cmd, report_cmd, smoke_cmd, tokenize_cmd, tune_cmd
 from fwe_cli.cli.group import FweCommand, FweGroup
+
+# name -> its module under fwe_cli.cli, which holds the command function of that name and its HELP and EPILOG; the
+# order is `fwe --help`'s
+COMMANDS = {"smoke": "smoke_cmd", "measure": "measure_cmd", "tune": "tune_cmd", "bootstrap": "bootstrap_cmd",
+            "tokenize": "tokenize_cmd", "doctor": "doctor_cmd", "report": "report_cmd"}
+_EARLY = {"on": False}  # `fwe` itself (main): a command may start its first request before typer checks its words
+
+
+class LazyCommands(MutableMapping):
+    """`fwe`'s commands by name, each built (its module imported) when first looked up: running one command looks up
+    only that one; `fwe --help` and completion list them all."""
+
+    def __init__(self, rich_markup_mode):
+        self._built: dict = {}
+        self._markup = rich_markup_mode
+
+    def __getitem__(self, name: str):
+        if name not in self._built:
+            module = self.module(name)
+            info = CommandInfo(name, cls=FweCommand, callback=getattr(module, name), help=module.HELP,
+                               epilog=module.EPILOG)
+            self._built[name] = get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                                      rich_markup_mode=self._markup)
+        return self._built[name]
+
+    @staticmethod
+    def module(name: str):
+        """The module of command `name` (KeyError: no such command)."""
+        return importlib.import_module(f"fwe_cli.cli.{COMMANDS[name]}")
+
+    def __setitem__(self, name: str, command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self):
+        return iter({**dict.fromkeys(COMMANDS), **self._built})
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self._built))
+
+
+class FweApp(FweGroup):
+    """The `fwe` group, its commands built lazily (LazyCommands). In the `fwe` process, a command whose module has a
+    `start_early(words)` is handed its words as typed as soon as the process starts parsing (before typer checks any
+    value, which imports pydantic and costs a fresh process tens of milliseconds, and before the command imports
+    what it runs), so that it can start its first network request (fwe smoke: the Hub listing's one request of a
+    warm start) and its round trip overlaps that work."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(self.rich_markup_mode)
+
+    def make_context(self, info_name, args, *rest, **kwargs):
+        if _EARLY["on"]:
+            self._start_early(list(args))
+        return super().make_context(info_name, args, *rest, **kwargs)
+
+    def _start_early(self, args: list[str]) -> None:
+        """Read the words as click is about to (its own parsers: `fwe`'s, then the command's), and hand them to the
+        command's start_early; nothing when `fwe` itself has an option (--help, --version), or the command's words
+        ask for help or do not parse (the usage error click reports next)."""
+        try:
+            given, rest, _ = self.make_parser(typer.Context(self)).parse_args(args)
+        except typer.TyperException:  # the usage error click reports next
+            return
+        if given or not rest or rest[0] not in COMMANDS:
+            return
+        start = getattr(LazyCommands.module(rest[0]), "start_early", None)
+        if start is None:
+            return
+        command = self.commands[rest[0]]
+        words, whole = command.read_words(typer.Context(command, info_name=rest[0]), rest[1:])
+        if whole and not words.get("help"):
+            start(words)
 
 
 app = typer.Typer(
     name="fwe",
-    cls=FweGroup,
+    cls=FweApp,
     help="FineWeb-Edu loader toolkit: measure, fix and gate data-loader stalls. "
     "Data goes to stdout (--json), humans to stderr, artifacts to ./artifacts.",
     no_args_is_help=True,
@@ -33,15 +115,6 @@ def root(
     """FineWeb-Edu loader toolkit."""
 
 
-app.command("smoke", cls=FweCommand, help=smoke_cmd.HELP, epilog=smoke_cmd.EPILOG)(smoke_cmd.smoke)
-app.command("measure", cls=FweCommand, help=measure_cmd.HELP, epilog=measure_cmd.EPILOG)(measure_cmd.measure)
-app.command("tune", cls=FweCommand, help=tune_cmd.HELP, epilog=tune_cmd.EPILOG)(tune_cmd.tune)
-app.command("bootstrap", cls=FweCommand, help=bootstrap_cmd.HELP, epilog=bootstrap_cmd.EPILOG)(bootstrap_cmd.bootstrap)
-app.command("tokenize", cls=FweCommand, help=tokenize_cmd.HELP, epilog=tokenize_cmd.EPILOG)(tokenize_cmd.tokenize)
-app.command("doctor", cls=FweCommand, help=doctor_cmd.HELP, epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
-app.command("report", cls=FweCommand, help=report_cmd.HELP, epilog=report_cmd.EPILOG)(report_cmd.report)
-
-
 def main() -> None:
     """The `fwe` process: SIGTERM stops a command as Ctrl-C does (exit 130, one line; bootstrap saves a resume point
     first), and a usage error is one `error:` line (exit 2) instead of typer's boxed panel."""
@@ -53,6 +126,7 @@ def main() -> None:
     from fwe_cli.errors import InternalError
 
     claim_process()
+    _EARLY["on"] = True
     warnings_as_lines()
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -58,10 +58,13 @@ class FweCommand(TyperCommand):
     def parse_args(self, ctx, args):
         from fwe_cli.cli.output import ask_json
 
-        ask_json(self._asks_json(ctx, list(args)), ctx.info_name)
+        words, _ = self.read_words(ctx, list(args))
+        ask_json(bool(words.get("json_out")) and not words.get("help"), ctx.info_name)
         return super().parse_args(ctx, args)
 
-    def _asks_json(self, ctx, args: list[str]) -> bool:
+    def read_words(self, ctx, args: list[str]) -> tuple[dict, bool]:
+        """(the options in `args` as typed (parameter name -> its word, or a flag's value), before typer checks them;
+        whether all the words parse: when not, the options of all but the last word, or none)."""
         parser = self.make_parser(ctx)
         parser.ignore_unknown_options = True  # an unknown option is the usage error click reports next
         for words in (args, args[:-1]):  # an option missing its value can only be the last word: read the others
@@ -69,8 +72,8 @@ class FweCommand(TyperCommand):
                 opts, _, _ = parser.parse_args(list(words))
             except typer.TyperException:  # a usage error click reports itself, next
                 continue
-            return bool(opts.get("json_out")) and not opts.get("help")
-        return False
+            return opts, words is args
+        return {}, False
 
 
 def _no_command_parsed(words: list[str], command: str | None) -> None:

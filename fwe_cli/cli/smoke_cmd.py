@@ -16,9 +16,10 @@ from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_lin
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, end_now, finish, fmt_s, print_json, report_failure
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
-from fwe_cli.errors import ConfigError, HardTimeout, OutputError
+from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.sources.spec import FLAT_FIELDS
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -100,6 +101,39 @@ def _exit(code: int, result: dict) -> None:
     end_now(code)
 
 
+# the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
+# seed, a number, says nothing about where): the source's fields, the tokenizer, and whether the Hub caches are used
+SOURCE_WORDS = tuple(name for name in FLAT_FIELDS if name != "seed") + ("tokenizer", "hub_cache")
+_EARLY: dict = {"requests_from": None}
+
+
+def start_early(words: dict) -> None:
+    """Called by the `fwe` process as soon as a smoke's words are read (fwe_cli.cli.app.FweApp), before typer
+    checks them and the run imports the loader (~0.1 s in a fresh process): the run's first requests start now, so
+    that their round trips overlap that work: the source's (Source.start_early: the Hub listing's, which a warm start
+    waits for) and, for a run that reads the Hub, its tokenizer's download when it is not cached. The config comes
+    from resolve_config as the run's will, from the words that say where the data is; words that do not resolve
+    start nothing (the run reports them)."""
+    from fwe_cli.loader.hub_env import request_times
+    from fwe_cli.loader.sources.registry import source_class
+    from fwe_cli.loader.tokenization.names import hub_repo
+
+    try:
+        config = resolve_config(flag_names=FLAG_NAMES, **{name: words.get(name) for name in SOURCE_WORDS})
+    except FweError:
+        return
+    source = source_class(config.source)
+    _EARLY["requests_from"] = len(request_times())  # the run's requests: from here on, counted in its artifact
+    repo = hub_repo(config.tokenizer) if config.tokenizer else None
+    if source.uses_hub and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
+        from fwe_cli.loader.in_background import import_in_background
+        from fwe_cli.loader.tokenization.hub_fetch import start_fetch
+
+        if start_fetch(repo, "tokenizer.json"):  # first: a cold source starts importing pyarrow (and numpy) next
+            import_in_background("tokenizers")  # its parser, imported while the download and the listing wait
+    source.start_early(config.source, config.read_options())
+
+
 def rank_path(path: Path, rank: int, flag: str = "--save-batches") -> Path:
     """`flag`'s path with `{rank}` replaced by `rank` (the shard's rem); any other brace is a usage error."""
     text = str(path).replace("{rank}", str(rank))
@@ -178,7 +212,7 @@ def smoke(
     if save_state is not None:
         check_output_file(str(save_state), "save the loader state to")
     resume = read_resume_state(str(resume_state)) if resume_state is not None else None
-    run = SmokeRun(config, resume)
+    run = SmokeRun(config, resume, requests_from=_EARLY["requests_from"])
     base = {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
             "started": run.started}
     with Watchdog(run.loader, artifact, base, json_out):

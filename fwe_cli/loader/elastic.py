@@ -162,15 +162,24 @@ class RecentBatches:
             held = next((what for first, what in self._held if first is position["doc"]), None)
         if held is None:
             return None
-        if isinstance(held, list):  # Documents: each one's tokens, encoded alone (exactly what the batch held)
-            epoch = held[0].resume["epoch"]
-            indices = [d.resume["index"] + d.resume["k"] for d in held]
-            lengths = [self._tokens_of(d) for d in held]
-        else:
-            epoch, first, lengths = held
-            indices = list(range(first, first + len(lengths)))
+        if isinstance(held, list):  # Documents: each one's tokens, encoded alone (exactly what the batch held), up to
+            return self._frontier_in(held, position["skip"])  # the one the batch ended in (the rest are not needed)
+        epoch, first, lengths = held
+        indices = list(range(first, first + len(lengths)))
         ends = np.cumsum(lengths)
         j = int(np.searchsorted(ends, position["skip"], side="right"))
         if j == len(ends):
             return [epoch, indices[-1], int(lengths[-1]), int(lengths[-1])]
         return [epoch, indices[j], int(position["skip"] - (ends[j - 1] if j else 0)), int(lengths[j])]
+
+    def _frontier_in(self, docs: list, skip: int) -> list[int]:
+        """`frontier` within a document batch: the first document whose tokens reach past `skip` (or the last)."""
+        before = length = 0
+        for doc in docs:
+            length = self._tokens_of(doc)
+            if before + length > skip:
+                break
+            before += length
+        else:
+            before = skip - length  # every document ends within `skip`: the last one, delivered whole
+        return [doc.resume["epoch"], doc.resume["index"] + doc.resume["k"], int(skip - before), int(length)]

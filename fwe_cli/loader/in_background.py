@@ -1,12 +1,16 @@
 """Work started on a named daemon thread now and waited for later, its error re-raised in the waiter: what the
-pipeline's producer loads beside opening the source (the tokenizer, torch)."""
+pipeline's producer loads beside opening the source (the tokenizer, torch), and the slow imports a start overlaps
+with its network waits."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class InBackground:
@@ -49,3 +53,12 @@ def torch_converter() -> Callable[[np.ndarray], object]:
         return tensor.pin_memory() if pin else tensor
 
     return convert
+
+
+def import_in_background(module: str) -> None:
+    """Import `module` on a named daemon thread (a slow import overlaps the network waits of the caller's thread),
+    unless it is imported, or being imported, already."""
+    if module in sys.modules:
+        return
+    threading.Thread(target=importlib.import_module, args=(module,), name=f"fwe-import-{module.split('.')[0]}",
+                     daemon=True).start()

@@ -34,7 +34,8 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
     """What the Hugging Face cache holds for this dataset config and tokenizer (read from disk only)."""
     from fwe_cli.loader.hub_env import cached_file, fwe_cache_dir, hub_cache_dir
     from fwe_cli.loader.sources.hub_listing import cached_listing
-    from fwe_cli.loader.tokenization.doc_tokenizer import HUB_ALIASES, PACKAGED_REPOS
+    from fwe_cli.loader.tokenization.doc_tokenizer import PACKAGED_REPOS
+    from fwe_cli.loader.tokenization.names import HUB_ALIASES
 
     listing = cached_listing(dataset, name, split, revision)
     sha = listing.revision if listing is not None else None

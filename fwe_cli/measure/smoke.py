@@ -76,9 +76,11 @@ class SmokeRun:
         run = SmokeRun(config)
         result, failure = run.finish(batches=3)
 
-    `resume`: a loader state to start from (`read_resume_state`)."""
+    `resume`: a loader state to start from (`read_resume_state`); `requests_from`: how many Hub requests this process
+    had sent when the run began (default: as many as now; the `fwe` process may send a run's first before)."""
 
-    def __init__(self, config: LoaderConfig, resume: dict | list[dict] | None = None):
+    def __init__(self, config: LoaderConfig, resume: dict | list[dict] | None = None,
+                 requests_from: int | None = None):
         self.config, self.resume = config, resume
         self.started = utc_iso()
         # host facts and package versions (imports and metadata reads) are gathered while the loader waits on the
@@ -88,7 +90,7 @@ class SmokeRun:
                                            daemon=True)
         self._gathering.start()
         self._counting = uses_hub(config) and start_counting()
-        self._requests_before = len(request_times())
+        self._requests_before = len(request_times()) if requests_from is None else requests_from
         self.loader = FineWebLoader(config, state=resume)
 
     def finish(self, batches: int = 3, save_path: str | None = None,

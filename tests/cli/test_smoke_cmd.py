@@ -7,7 +7,6 @@ import numpy as np
 import orjson
 
 from tests.helpers import REPO_ROOT, invoke, run_fwe
-from tests.loader.test_hub_unreachable import silent  # noqa: F401  (a fixture: a Hub endpoint that never answers)
 
 REQUIRED_KEYS = {"ok", "first_batch_s", "shape", "tokens_per_s", "tokenizer", "source", "config", "host",
                  "versions", "checks", "artifact"}
@@ -122,13 +121,10 @@ def test_bad_flag_value_is_usage_error(tmp_path):
     assert not (tmp_path / "smoke").exists()
 
 
-def _smoke_on_silent_hub(tmp_path, endpoint: str, *args: str):
-    """`fwe smoke --json` in its own process reading the Hub at `endpoint`, which accepts connections and never
-    answers (a read that does not return within the run's timeout: its request timeout is 30 s); returns the process
-    and its stdout, which must be exactly one JSON object (orjson rejects trailing data). (A FIFO hung here once;
-    the loader now refuses one before opening it.)"""
-    env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-           "HF_HUB_OFFLINE": "0"}
+def _smoke_on_stalled_hub(tmp_path, env: dict, *args: str):
+    """`fwe smoke --json` in its own process reading a Hub whose file listing never comes (stalled_listing); returns
+    the process and its stdout, which must be exactly one JSON object (orjson rejects trailing data). (A FIFO hung
+    here once; the loader now refuses one before opening it.)"""
     proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", *args, "--json",
                    "--artifacts-dir", str(tmp_path / "a"), env=env, timeout=60)
     data = orjson.loads(proc.stdout) if proc.stdout.strip() else None
@@ -136,11 +132,12 @@ def _smoke_on_silent_hub(tmp_path, endpoint: str, *args: str):
     return proc, data
 
 
-def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, silent):
-    """A source that never yields (a Hub that never answers) with --synthetic-on-fail: the loader's deadline ends
-    the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first): exit 0, one
-    JSON object on stdout recording the fallback, equal to the artifact; the warning is one line on stderr."""
-    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--synthetic-on-fail", "--timeout", "3")
+def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, stalled_listing):
+    """A source that never yields (a Hub whose file listing never comes) with --synthetic-on-fail: the loader's
+    deadline ends the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first):
+    exit 0, one JSON object on stdout recording the fallback, equal to the artifact; the warning is one line on
+    stderr."""
+    proc, data = _smoke_on_stalled_hub(tmp_path, stalled_listing, "--synthetic-on-fail", "--timeout", "3")
     warned = [line for line in proc.stderr.splitlines() if "FALLING BACK" in line]
     assert len(warned) == 1 and warned[0].startswith("warning: fwe: FALLING BACK TO SYNTHETIC DATA")
     assert "RuntimeWarning" not in proc.stderr
@@ -151,11 +148,11 @@ def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, silent):
     assert orjson.loads(open(data["artifact"], "rb").read()) == data
 
 
-def test_watchdog_still_prints_one_json_object(tmp_path, silent):
-    """A read blocked in the main thread (--no-prefetch on a Hub that never answers) is beyond the loader's deadline: the last-resort
-    watchdog ends the process with the timeout code (3), still printing one JSON object (ok false, the error
-    named) on stdout and writing it as the artifact."""
-    proc, data = _smoke_on_silent_hub(tmp_path, silent, "--no-prefetch", "--timeout", "1")
+def test_watchdog_still_prints_one_json_object(tmp_path, stalled_listing):
+    """A read blocked in the main thread (--no-prefetch: the wait for a file listing that never comes) is beyond the
+    loader's deadline: the last-resort watchdog ends the process with the timeout code (3), still printing one JSON
+    object (ok false, the error named) on stdout and writing it as the artifact."""
+    proc, data = _smoke_on_stalled_hub(tmp_path, stalled_listing, "--no-prefetch", "--timeout", "1")
     assert proc.returncode == 3, proc.stderr
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}

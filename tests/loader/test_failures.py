@@ -10,7 +10,6 @@ from fwe_cli.loader import FineWebLoader, LoaderError, LoaderTimeout, SourceErro
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
 from tests.helpers import invoke, run_fwe
-from tests.loader.test_hub_unreachable import silent  # noqa: F401  (a fixture: a Hub endpoint that never answers)
 
 
 def fwe_threads():
@@ -108,14 +107,11 @@ def test_without_fallback_missing_file_is_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("prefetch", ["--prefetch", "--no-prefetch"])
-def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, silent, prefetch):
-    """`fwe smoke` on a source that hangs (a Hub endpoint that accepts connections and never answers, within its
-    30 s request timeout) exits 3 by itself (its hung producer thread does not keep the process alive), with or
-    without prefetch, and records why."""
-    env = {"HF_ENDPOINT": silent, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-           "HF_HUB_OFFLINE": "0"}
+def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, stalled_listing, prefetch):
+    """`fwe smoke` on a source that hangs (a Hub whose file listing never comes) exits 3 by itself (its hung producer
+    thread does not keep the process alive), with or without prefetch, and records why."""
     proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", "--timeout", "1", prefetch, "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), env=env, timeout=30)
+                   "--artifacts-dir", str(tmp_path / "a"), env=stalled_listing, timeout=30)
     assert proc.returncode == 3, proc.stderr
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert len(artifacts) == 1

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from fwe_cli.loader.tokenization.hub_fetch import fetch_hub_file
+from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, start_fetch
 from fwe_cli.loader.transient import watch
 from tests.helpers import REPO_ROOT
 from tests.hubsim.repos import MODEL_REPO
@@ -52,6 +52,27 @@ def test_a_cached_file_costs_nothing_and_revalidating_it_one_head(hub_env):
     assert fetch_hub_file(MODEL_REPO, FILE) == path and _requests(hub_env) == []
     assert fetch_hub_file(MODEL_REPO, FILE, revalidate=True) == path
     assert _requests(hub_env) == [("HEAD", "HEAD /{repo}/resolve/main/tokenizer.json")]
+
+
+def test_a_download_started_early_is_the_one_the_fetch_waits_for(hub_env):
+    """start_fetch (the `fwe` process, before its loader exists) begins the one GET; the fetch_hub_file that follows
+    waits for it and makes no request of its own; once the file is cached, start_fetch begins nothing."""
+    assert start_fetch(MODEL_REPO, FILE) is True
+    path = fetch_hub_file(MODEL_REPO, FILE)
+    assert os.path.isfile(path)
+    assert _requests(hub_env) == [("GET", "GET /{repo}/resolve/main/tokenizer.json")]
+    assert start_fetch(MODEL_REPO, FILE) is False and fetch_hub_file(MODEL_REPO, FILE) == path
+    assert _requests(hub_env) == [("GET", "GET /{repo}/resolve/main/tokenizer.json")]
+
+
+def test_an_early_download_that_fails_is_met_by_the_fetch_as_its_own(hub_env, monkeypatch):
+    """A Hub that refuses connections: the early download's failure is what fetch_hub_file raises (HubUnreachable,
+    naming the endpoint), as the run would have reported it without the early start; the test Hub saw nothing."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    assert start_fetch(MODEL_REPO, FILE) is True
+    with pytest.raises(HubUnreachable, match="127.0.0.1:9"):
+        fetch_hub_file(MODEL_REPO, FILE)
+    assert _requests(hub_env) == []
 
 
 def test_a_503_on_the_fetch_is_retried_and_reported(hub_env):

@@ -205,32 +205,37 @@ def test_warm_run_makes_fewer_requests_and_identical_batches(runs):
 
 def test_cold_endpoint_list_is_pinned(runs):
     """Before its first batch a cold run sends exactly COLD_ENDPOINTS (as a multiset: tokenizer and listing run side
-    by side), all answered; within the listing's own thread the order is fixed: revision, then paths-info, then the
-    data, each parquet range read once."""
+    by side), all answered; the listing's order is fixed where one request needs the last one's answer: the
+    revision first, then paths-info and the first file's footer side by side (either may arrive first), then the
+    row group; each parquet range read once."""
     cold = runs.cold.finish()
     seen = [r["endpoint"].split(" range=")[0] for r in runs.cold_requests]
     assert cold.result["requests_first_batch"] == len(COLD_ENDPOINTS)
     assert sorted(seen[:len(COLD_ENDPOINTS)]) == sorted(COLD_ENDPOINTS)
     assert all(r["status"] in (200, 206) for r in runs.cold_requests)
     listing_then_data = [e for e in seen if e not in TOKENIZER_ENDPOINTS]
-    assert listing_then_data[:4] == LISTING_ENDPOINTS + [PARQUET] * 2 and set(listing_then_data[2:]) == {PARQUET}
+    assert listing_then_data[0] == LISTING_ENDPOINTS[0]
+    assert sorted(listing_then_data[1:3]) == sorted([LISTING_ENDPOINTS[1], PARQUET])
+    assert listing_then_data[3] == PARQUET and set(listing_then_data[3:]) == {PARQUET}
     ranges = [(r["path"], r["range"]) for r in runs.cold_requests if r["path"].endswith(".parquet")]
     assert len(ranges) == len(set(ranges))
 
 
 def test_added_rtt_cold_first_batch_and_request_count(runs):
     """50 ms RTT, cold cache: the artifact records first_batch_s and the number of requests (equal to the
-    server log's); the listing's requests and the first data reads follow one another (revision, paths-info, a
-    footer, a row group), each costing at least one RTT, so first_batch_s >= (4 + handshake RTTs) x RTT (a lower
-    bound the proxy guarantees; load only adds to it)."""
+    server log's); three requests follow one another (the revision; paths-info beside the first footer; a row
+    group), each costing at least one RTT, so first_batch_s >= 3 x RTT (a lower bound the proxy guarantees; load
+    only adds to it; the connections' handshakes may be done before the loader starts: the `fwe` process opens them
+    as soon as it has read the command's words)."""
     cold = runs.cold.finish()
     assert cold.proc.returncode == 0, cold.proc.stderr
     artifact = orjson.loads(Path(cold.result["artifact"]).read_bytes())
     requests = runs.cold_requests
     assert 0 <= len(requests) - artifact["requests"] <= AFTER_COUNT_SLACK
     assert runs.cold_connections >= 1
-    assert len({r["conn"] for r in requests}) == runs.cold_connections, "every request came through the proxy"
-    assert artifact["first_batch_s"] >= (4 + HANDSHAKE_RTTS) * RTT_S
+    # every request came through the proxy (a connection opened ahead of its request may carry none)
+    assert 1 <= len({r["conn"] for r in requests}) <= runs.cold_connections
+    assert artifact["first_batch_s"] >= 3 * RTT_S
     assert runs.clean_violations == []
 
 

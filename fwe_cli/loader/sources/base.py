@@ -62,6 +62,11 @@ class Source:
         return cls(spec, options)
 
     @classmethod
+    def start_early(cls, spec: SourceSpec, options: ReadOptions) -> None:
+        """Start the first request opening `spec` will make, before a loader exists (the `fwe` process, while it
+        imports what the run needs); the loader's source takes it over. Default: a source that makes none."""
+
+    @classmethod
     def where(cls, spec: SourceSpec) -> str:
         """Where the documents come from, in a few words (an error line names it)."""
         return spec.kind

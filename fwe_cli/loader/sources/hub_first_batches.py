@@ -97,8 +97,9 @@ class FirstBatches:
                      "epochs": config.epochs, "bad_records": config.bad_records}
         self._shape = (config.batch_size, config.seq_len)
         self._entry: dict | None = None
-        self._kept: list[bytes] = []
-        self._records: list[dict] = []
+        self._kept: list[tuple] = []  # (batch bytes, position, documents, tokens) of each batch kept
+        self._records: list[dict] = []  # the entry's record of each, made by the writer thread
+        self._described: dict = {}
         self._more = threading.Event()
         self._writing = threading.Lock()
         self._writers: list[threading.Thread] = []
@@ -158,33 +159,42 @@ class FirstBatches:
 
     def record(self, pipeline, batch, position: dict) -> None:
         """Keep one of a run's first FIRST_BATCHES batches: taken now, written on a `fwe-keep-batches` thread (a run
-        may end after any batch; the tokenizer's hash and the write stay off the way to the batch). A write that
-        fails only costs the next warm start its kept batches."""
-        if not self.usable or self._head is None or len(self._records) >= FIRST_BATCHES:
+        may end after any batch; the tokenizer's hash, the document each batch ended in (which encodes that batch's
+        documents again) and the write stay off the way to the batch). A write that fails only costs the next warm
+        start its kept batches."""
+        if not self.usable or self._head is None or len(self._kept) >= FIRST_BATCHES:
             return
-        frontier = pipeline.recent.frontier(position)
         tok = pipeline.tokenizer
-        if frontier is None or tok is None or position.get("part") is not None:
+        if tok is None or position.get("part") is not None:
             self.usable = False
             return
-        self._kept.append(batch.astype("int32", copy=False).tobytes())
-        self._records.append({"position": position, "frontier": [int(v) for v in frontier],
-                              "docs": pipeline.docs, "tokens": pipeline.tokens})
-        header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": list(self._records),
-                  "tokenizer": {"name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size,
-                                "eos_id": tok.eos_id, "backend_reason": getattr(tok, "backend_reason", None),
-                                "check_s": None}}
-        data = orjson.dumps(header) + b"\n" + b"".join(self._kept)
-        writer = threading.Thread(target=self._write, args=(data, len(self._records)), name="fwe-keep-batches",
+        if not self._kept:  # what the stats say of the tokenizer, as it is now (its backend may change later)
+            self._described = {"name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size,
+                               "eos_id": tok.eos_id, "backend_reason": getattr(tok, "backend_reason", None),
+                               "check_s": None}
+        self._kept.append((batch.astype("int32", copy=False).tobytes(), position, pipeline.docs, pipeline.tokens))
+        writer = threading.Thread(target=self._write, args=(pipeline.recent, len(self._kept)), name="fwe-keep-batches",
                                   daemon=True)
         writer.start()
         self._writers.append(writer)
 
-    def _write(self, data: bytes, batches: int) -> None:
+    def _write(self, recent, batches: int) -> None:
+        """Write the entry of the first `batches` kept batches (never replacing one of more)."""
         with self._writing:
-            if batches > self._written and self.usable and self._named():  # never replaced by fewer batches
-                self.usable = self._head.put_entry(self.name, data)
-                self._written = batches
+            if batches <= self._written or not self.usable or not self._named():
+                return
+            for _, position, docs, tokens in self._kept[len(self._records):batches]:
+                frontier = recent.frontier(position)  # None: its documents are no longer held (a producer far ahead)
+                if frontier is None:
+                    self.usable = False
+                    return
+                self._records.append({"position": position, "frontier": [int(v) for v in frontier], "docs": docs,
+                                      "tokens": tokens})
+            header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": self._records[:batches],
+                      "tokenizer": self._described}
+            data = orjson.dumps(header) + b"\n" + b"".join(kept[0] for kept in self._kept[:batches])
+            self.usable = self._head.put_entry(self.name, data)
+            self._written = batches
 
     def settle(self) -> None:
         """Wait for the kept batches to be written (the loader closes: the next start may read them)."""

@@ -37,6 +37,7 @@ PATHS_INFO_BATCH = 1000  # the Hub answers at most this many paths per paths-inf
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 LOCK_WAIT_S = 60.0  # waiting for another rank's listing, outside a loader (whose --timeout bounds it otherwise)
 FRESH_S = 60.0  # another process's check of a branch is reused this long (and only by processes started before it)
+FirstFile = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,10 @@ def listed_before(repo: str, revision: str | None) -> bool:
     return _cached_ref(repo, revision) is not None
 
 
-def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListing:
-    """The listing from the Hub's API: the dataset at `revision`, then the sizes and LFS sha256 of the config's files."""
+def _fetch(repo: str, config: str | None, split: str, revision: str,
+           first_file: FirstFile | None = None) -> HubListing:
+    """The listing from the Hub's API: the dataset at `revision`, then the sizes and LFS sha256 of the config's files
+    (`first_file(commit, path)` is told the first file as soon as its name is known, before that second request)."""
     info = dataset_at(repo, revision)
     sha, names = info["sha"], [s["rfilename"] for s in info.get("siblings") or []]
     paths = match_files(names, split_patterns(info.get("cardData"), config, split, repo))
@@ -148,6 +151,8 @@ def _fetch(repo: str, config: str | None, split: str, revision: str) -> HubListi
     if not_parquet:
         raise SourceError(f"Hub dataset {repo!r}: the native reader reads parquet, and {not_parquet[0]!r} is not; "
                           "use --hub-reader datasets")
+    if first_file is not None:
+        first_file(sha, paths[0])
     entries = {}
     for start in range(0, len(paths), PATHS_INFO_BATCH):
         for entry in paths_info(repo, sha, paths[start:start + PATHS_INFO_BATCH]):
@@ -199,11 +204,11 @@ def _from_cache(repo: str, config: str | None, split: str, revision: str) -> Hub
 
 
 def _resolve_here(repo: str, config: str | None, split: str, revision: str, use_cache: bool,
-                  set_stage: Callable[[str], None]) -> HubListing:
+                  set_stage: Callable[[str], None], first_file: FirstFile | None) -> HubListing:
     """The listing as this process resolves it: from the cache when it is current, else under the cache's lock (one
     process per cache asks the Hub; those that waited find its answer)."""
     if not use_cache:
-        return _fetch(repo, config, split, revision)
+        return _fetch(repo, config, split, revision, first_file)
     found = _from_cache(repo, config, split, revision)
     if found is not None:
         return found
@@ -220,24 +225,27 @@ def _resolve_here(repo: str, config: str | None, split: str, revision: str, use_
         if cached is not None:
             _write_ref(repo, revision, sha)
             return cached
-        listing = _fetch(repo, config, split, revision)
+        listing = _fetch(repo, config, split, revision, first_file)
         _keep(listing, revision)
         return listing
 
 
 def resolve_listing(repo: str, config: str | None, split: str, revision: str | None = None, use_cache: bool = True,
-                    set_stage: Callable[[str], None] = lambda stage: None) -> HubListing:
+                    set_stage: Callable[[str], None] = lambda stage: None,
+                    first_file: FirstFile | None = None) -> HubListing:
     """The listing of (repo, config, split) at `revision` (default: main), from the cache when it is still current.
 
     Requests: none for a cached commit sha, offline, or a branch checked by another process sharing this cache since
     this one started; one HEAD when a branch listed before still points at a listed commit; two (info, paths-info)
     on a first start, three when the branch moved. Processes sharing a cache take turns (`set_stage` names the lock
     while one waits); in a torch.distributed job rank 0 resolves and every other rank is told, writing what it was
-    told into its own cache. Raises SourceError naming the dataset on anything it cannot resolve.
+    told into its own cache. `first_file(commit, path)`, when the Hub is asked for the files, is told the first one
+    between the two requests (its footer can be read beside the second). Raises SourceError naming the dataset on
+    anything it cannot resolve.
     """
     revision = revision or "main"
     told = share(f"{repo} {config} {split} @ {revision}",
-                 lambda: _resolve_here(repo, config, split, revision, use_cache, set_stage).to_dict(),
+                 lambda: _resolve_here(repo, config, split, revision, use_cache, set_stage, first_file).to_dict(),
                  keep=lambda data: _keep(HubListing.from_dict(data), revision) if use_cache else None,
                  set_stage=set_stage, what="rank 0's Hub listing")
     return HubListing.from_dict(told)

@@ -2,17 +2,21 @@
 them (hub_listing, cached), then their rows through HTTP range reads on a read-ahead thread (hub_parquet), the stream's
 first row groups and footers kept in a head cache (hub_head_cache) so a warm start makes one request before its first
 batch. Same documents in the same order as `datasets` streaming; resumes at a row without reading what came before.
+
+The listing is resolved on its own thread from the moment the loader starts (prepare), or earlier: the `fwe` process
+starts it as soon as a command's words say where the data is (HubNative.start_early), before it has imported what the
+run needs, and the loader's source takes it over.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
 from concurrent.futures import Future
 from typing import Callable, Iterator
 
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.in_background import import_in_background
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
 
@@ -27,6 +31,22 @@ class HubNative(HubSource):
     def accepts(cls, spec) -> bool:
         return spec.hub_reader == "native"
 
+    @classmethod
+    def start_early(cls, spec, options) -> None:
+        """Before the loader exists (the `fwe` process, while it imports what the run needs): the listing starts now
+        (a warm start's one request, the HEAD that says whether the branch still points at the cached listing; a
+        cold start's requests for the files, its connections and its parquet decoder's import), taken over by the
+        next HubNative of the same stream, cache and endpoint (one, once), which waits for it under its own deadline
+        and stage. Offline (HF_HUB_OFFLINE=1), nothing."""
+        from fwe_cli.loader.hub_env import offline
+
+        global _early
+        if offline():
+            return
+        started = Listing(spec, options.use_cache)
+        with _early_lock:
+            _early = started
+
     def __init__(self, spec, options):
         super().__init__(spec, options)
         self.listing = None
@@ -36,48 +56,29 @@ class HubNative(HubSource):
         self._reader = None  # the HubParquetReader of the epoch being read
         self._warm = False
         self._first = None  # the kept first batches (first_batches)
-        self._listing: Future | None = None  # the listing being resolved (prepare)
-        self._stage: Callable[[str], None] = lambda stage: None  # the loader's stage, once open() is called
-        self._said: str | None = None  # the listing thread's latest stage (a wait on another rank's listing)
-        self._saying = threading.Lock()
+        self._listing: Listing | None = None  # the listing being resolved (prepare)
 
     def prepare(self) -> None:
-        """Start resolving the listing now, on its own thread (`fwe-hub-listing`): a warm start's one request (a HEAD)
-        goes out before the pipeline starts parsing a tokenizer, which holds the GIL, and a cold start's listing
-        overlaps the tokenizer's download and parse."""
+        """Start resolving the listing now, on its own thread (`fwe-hub-listing`), unless `start_early` has: a warm
+        start's one request (a HEAD) goes out before the pipeline starts parsing a tokenizer, which holds the GIL,
+        and a cold start's listing overlaps the tokenizer's download and parse."""
+        global _early
         if self._listing is not None:
             return
-        from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
-
-        spec, cached = self.spec, self.options.use_cache
-        # pyarrow is slow to import: a first start imports it while the listing waits on the network; a warm one
-        # only when its head cache does not hold the first row group (the reader imports it once needed)
-        self._warm = cached and listed_before(spec.dataset, spec.revision)
-        if not self._warm:
-            import_in_background("pyarrow.parquet")
-        self._listing = Future()
-
-        def resolve() -> None:
-            try:
-                self._listing.set_result(resolve_listing(spec.dataset, spec.name, spec.split, spec.revision,
-                                                         use_cache=cached, set_stage=self._say))
-            except BaseException as exc:  # noqa: BLE001 - raised by open(), in the producer
-                self._listing.set_exception(exc)
-
-        threading.Thread(target=resolve, name="fwe-hub-listing", daemon=True).start()
+        with _early_lock:
+            early, _early = _early, None
+        self._listing = early if early is not None and early.key == _key(self.spec, self.options.use_cache) \
+            else Listing(self.spec, self.options.use_cache)
+        self._warm = self._listing.warm
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         """The config's parquet files, listed (cached; once): waits for what prepare() started."""
         if self.listing is not None:
             return
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
-        from fwe_cli.loader.sources.hub_listing import listing_stage
 
-        with self._saying:  # what the listing thread said before open() (waiting on a lock) is the stage now
-            self._stage = set_stage
-            set_stage(self._said or listing_stage(self.spec.dataset, self.spec.name))
         self.prepare()
-        self.listing = self._listing.result()
+        self.listing = self._listing.result(set_stage)
         self.revision, self.files = self.listing.revision, [f.path for f in self.listing.files]
         self.head = HeadCache(self.listing) if self.options.use_cache else None
 
@@ -94,12 +95,6 @@ class HubNative(HubSource):
             import_in_background("pyarrow.parquet")
         self._warm = True  # later epochs: pyarrow is loaded by now
         return iter_hub(iter_rows(self._reader), self.spec.dataset, self.bad, self.options.strict)
-
-    def _say(self, stage: str) -> None:
-        """The listing thread's stage: the loader's once open() was called, kept for it until then."""
-        with self._saying:
-            self._said = stage
-            self._stage(stage)
 
     def first_batches(self, config, tokenizer: str):
         """The first batches earlier runs kept for this stream (hub_first_batches), or None when none can be: what
@@ -132,7 +127,118 @@ class HubNative(HubSource):
         return info
 
 
-def import_in_background(module: str) -> None:
-    """Import `module` on a named daemon thread (a slow import overlaps the network waits of the caller's thread)."""
-    threading.Thread(target=importlib.import_module, args=(module,), name=f"fwe-import-{module.split('.')[0]}",
-                     daemon=True).start()
+def _key(spec, use_cache: bool) -> tuple:
+    """What a listing depends on: the stream, the cache's use, and where the Hub and the cache are."""
+    from fwe_cli.loader.hub_env import endpoint, hub_cache_dir
+
+    return spec.dataset, spec.name, spec.split, spec.revision, use_cache, endpoint(), hub_cache_dir()
+
+
+class Listing:
+    """A listing being resolved on its own thread (`fwe-hub-listing`), started now. `warm`: this cache listed the
+    stream before (pyarrow, slow to import, is imported beside it only when not: a warm start imports it only once
+    its head cache runs out). What the thread says it waits on (another rank's listing) before anyone follows it is
+    kept and said to the first to follow (`result`). When the Hub is asked for the files, the first file's footer is
+    read beside the request for their sizes (FooterAhead), on a second connection opened meanwhile."""
+
+    def __init__(self, spec, use_cache: bool):
+        from fwe_cli.loader.hub_env import endpoint, offline
+        from fwe_cli.loader.hub_http import preconnect
+        from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
+
+        self.key = _key(spec, use_cache)
+        self.warm = use_cache and listed_before(spec.dataset, spec.revision)
+        self._future: Future = Future()
+        self._said: str | None = None
+        self._stage: Callable[[str], None] | None = None
+        self._lock = threading.Lock()
+        self._where = (spec.dataset, spec.name)
+        footer = None
+        if not self.warm and not offline():  # a first listing: two connections (a warm one needs only its HEAD's)
+            preconnect(endpoint(), COLD_CONNECTIONS)
+            footer = FooterAhead(spec.dataset) if use_cache else None
+
+        def resolve() -> None:
+            try:
+                listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=use_cache,
+                                          set_stage=self._say, first_file=footer and footer.start)
+                if footer is not None:
+                    footer.keep(listing)
+                self._future.set_result(listing)
+            except BaseException as exc:  # noqa: BLE001 - raised by result(), in the producer
+                self._future.set_exception(exc)
+
+        threading.Thread(target=resolve, name="fwe-hub-listing", daemon=True).start()
+        if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
+            import_in_background("pyarrow.parquet")
+
+    def _say(self, stage: str) -> None:
+        with self._lock:
+            self._said = stage
+            if self._stage is not None:
+                self._stage(stage)
+
+    def result(self, set_stage: Callable[[str], None]):
+        """The HubListing, waited for; `set_stage` names what the listing does meanwhile (its error is raised)."""
+        from fwe_cli.loader.sources.hub_listing import listing_stage
+
+        with self._lock:  # what the thread said before (waiting on a lock) is the stage now
+            self._stage = set_stage
+            set_stage(self._said or listing_stage(*self._where))
+        return self._future.result()
+
+
+class FooterAhead:
+    """The first file's footer (its last FOOTER_PROBE bytes, the reader's first read of it), asked for as soon as a
+    cold listing knows the file's name and commit, on its own thread beside the listing's request for the sizes (a
+    suffix range needs no size; the listing opened a connection for it), and kept in the head cache once the
+    listing confirms the file and its size: the reader finds it there, and a cold start's path to its first row
+    group is one round trip shorter. A read that fails, or is not done FOOTER_WAIT_S after the listing, only leaves
+    the reader to make it (and to report what goes wrong)."""
+
+    def __init__(self, repo: str):
+        self._repo = repo
+        self._thread: threading.Thread | None = None
+        self._read: tuple | None = None  # (path, first byte, file size, bytes)
+
+    def start(self, sha: str, path: str) -> None:
+        from fwe_cli.loader.hub_env import resolve_url
+
+        url = resolve_url(self._repo, sha, path)
+        self._thread = threading.Thread(target=self._fetch, args=(url, path), name="fwe-hub-footer", daemon=True)
+        self._thread.start()
+
+    def _fetch(self, url: str, path: str) -> None:
+        import re
+
+        from fwe_cli.loader.hub_http import request
+        from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE, REQUEST_TIMEOUT_S
+
+        try:
+            with request("GET", url, {"Range": f"bytes=-{FOOTER_PROBE}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+                data = answer.read()
+                span = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", answer.headers.get("content-range", ""))
+                whole = answer.status == 206 and span is not None
+            if whole and int(span[1]) + len(data) == int(span[2]) + 1 == int(span[3]):
+                self._read = (path, int(span[1]), int(span[3]), data)
+        except Exception:  # noqa: BLE001 - the reader makes this read itself, and reports its failure
+            pass
+
+    def keep(self, listing) -> None:
+        """Wait (FOOTER_WAIT_S at most) for the read; keep its bytes in the listing's head cache when they are its
+        first file's, whole."""
+        from fwe_cli.loader.sources.hub_head_cache import HeadCache
+
+        if self._thread is None:
+            return
+        self._thread.join(FOOTER_WAIT_S)
+        read, first = self._read, listing.files[0] if listing.files else None
+        if read is not None and first is not None and (read[0], read[2]) == (first.path, first.size):
+            HeadCache(listing).put(first.path, read[1], read[3])
+
+
+COLD_CONNECTIONS = 2  # a cold listing's requests, and the footer read beside the second (opened before either)
+FOOTER_WAIT_S = 3.0  # how long a listing waits for the footer read beside it (hub_api.OPEN_TIMEOUT_S)
+_early: Listing | None = None  # started by start_early, taken by the next prepare()
+_early_lock = threading.Lock()
+

@@ -31,7 +31,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from fwe_cli.errors import TokenizerError
-from fwe_cli.loader.tokenization.names import BYTE, BYTE_EOS_ID, HUB_ALIASES, TOKENIZER_BACKENDS, vocabulary_hash
+from fwe_cli.loader.tokenization.names import BYTE, BYTE_EOS_ID, TOKENIZER_BACKENDS, hub_repo, vocabulary_hash
 from fwe_cli.loader.tokenization.tiktoken_backend import NotExpressible, replace_lone_surrogates, try_tiktoken
 from fwe_cli.loader.transient import attempts_note
 
@@ -208,7 +208,7 @@ def _resolve(spec: str, revalidate: bool = False) -> tuple[str, str, str]:
         raise TokenizerError(f"tokenizer directory {spec!r} has no tokenizer.json")
     if spec.endswith(".json") or spec.startswith((".", "/", "~")):
         raise TokenizerError(f"tokenizer file {spec!r} does not exist")
-    repo = HUB_ALIASES.get(spec, spec)
+    repo = hub_repo(spec)
     from fwe_cli.loader.hub_env import hub_cache_dir
     from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file
 

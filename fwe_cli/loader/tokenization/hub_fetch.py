@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
+from concurrent.futures import Future
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.loader.hub_env import cached_file, endpoint, fetch, fwe_cache_dir, head, hub_cache_dir, offline, \
@@ -35,6 +37,8 @@ HEAD_TIMEOUT_S = 5.0
 is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
 LOCK_WAIT_S = 60.0  # waiting for another rank's download, outside a loader (whose --timeout bounds it otherwise)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_started: dict[tuple[str, str], Future] = {}  # (repo, filename) -> a download start_fetch began, not yet waited for
+_started_lock = threading.Lock()
 
 
 class HubUnreachable(Exception):
@@ -51,7 +55,8 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
 
     A copy cached by an earlier run is used without a request (a warm start's one request goes to the dataset's
     listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does,
-    and falls back to the cached copy when the Hub cannot be reached."""
+    and falls back to the cached copy when the Hub cannot be reached. A download `start_fetch` began in this process
+    is waited for instead of making another."""
     cached = cached_file(repo, filename)
     if cached is not None and not revalidate:
         return cached
@@ -59,21 +64,52 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
         if cached is not None:
             return cached
         raise HubUnreachable(f"HF_HUB_OFFLINE=1 and no cached copy of {repo}/{filename}")
+    with _started_lock:
+        started = None if revalidate else _started.pop((repo, filename), None)
+    try:
+        return started.result() if started is not None else _download_once(repo, filename, head_timeout_s, revalidate)
+    except Exception as exc:
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        if cached is not None:
+            return cached
+        raise HubUnreachable(f"the Hub at {endpoint()} cannot be reached ({reason})") from exc
+
+
+def start_fetch(repo: str, filename: str) -> bool:
+    """Begin downloading `filename` of `repo` now, on a `fwe-hub-file` thread, when it is not cached and the Hub may be
+    asked (not offline): the next fetch_hub_file of it in this process (without revalidate) waits for this download,
+    and meets its error, instead of making its own. For a process that knows early which file it will need (the `fwe`
+    process, before it has imported what the run needs). Whether a download began."""
+    if cached_file(repo, filename) is not None or offline():
+        return False
+    started: Future = Future()
+    with _started_lock:
+        if (repo, filename) in _started:
+            return False
+        _started[(repo, filename)] = started
+
+    def download() -> None:
+        try:
+            started.set_result(_download_once(repo, filename, None, False))
+        except BaseException as exc:  # noqa: BLE001 - met by fetch_hub_file, in the thread that needs the file
+            started.set_exception(exc)
+
+    threading.Thread(target=download, name="fwe-hub-file", daemon=True).start()
+    return True
+
+
+def _download_once(repo: str, filename: str, head_timeout_s: float | None, revalidate: bool) -> str:
+    """The file downloaded into the cache under the node's lock for it (or found there once another rank's download
+    ends), with fwe's retries; a caller maps the Hub being unreachable."""
     timeout = float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or head_timeout_s or HEAD_TIMEOUT_S)
     lock = os.path.join(fwe_cache_dir(), "locks", _folder_name(repo), filename.replace("/", "%2F") + ".lock")
     with node_lock(lock, hub_budget_s() or LOCK_WAIT_S, f"another rank's download of {repo}/{filename}"):
         if not revalidate and (found := cached_file(repo, filename)) is not None:
             return found  # another rank fetched it while this one waited
-        try:
-            return call_with_retries(lambda: _download(repo, filename, timeout, revalidate),
-                                     f"fetching {filename} of {repo}", fail_fast=True)
-        except Exception as exc:
-            reason = unreachable_reason(exc)
-            if reason is None:
-                raise
-            if cached is not None:
-                return cached
-            raise HubUnreachable(f"the Hub at {endpoint()} cannot be reached ({reason})") from exc
+        return call_with_retries(lambda: _download(repo, filename, timeout, revalidate),
+                                 f"fetching {filename} of {repo}", fail_fast=True)
 
 
 def _folder_name(repo: str) -> str:

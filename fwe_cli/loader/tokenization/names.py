@@ -8,6 +8,7 @@ tokenizer, before (or without) any tokenizer is parsed.
 from __future__ import annotations
 
 import hashlib
+import os
 
 import orjson
 
@@ -54,6 +55,14 @@ def vocabulary_hash(tokenizer_json: bytes | None) -> str:
     canonical = {"model": model, "added_tokens": added, "normalizer": _without_offsets(data.get("normalizer")),
                  "pre_tokenizer": _without_offsets(data.get("pre_tokenizer"))}
     return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def hub_repo(spec: str) -> str | None:
+    """The Hub model repository a tokenizer spec names (an alias resolved), or None for the byte tokenizer and for a
+    path (an existing file or folder, or a name that reads as one: '.json', './', '/', '~')."""
+    if spec == BYTE or os.path.exists(spec) or spec.endswith(".json") or spec.startswith((".", "/", "~")):
+        return None
+    return HUB_ALIASES.get(spec, spec)
 
 
 def same_name(given: str, recorded: str) -> bool:
