@@ -1,6 +1,7 @@
 """pytest fixtures for the test Hub (loaded by tests/conftest.py through `pytest_plugins`).
 
-- `hubsim_root` (session): small repos built once (2 shards of one 1,000-row row group, ~4 MB; ~1.5 s).
+- `hubsim_root` (session): small repos built once per run (2 shards of one 1,000-row row group, ~4 MB; ~1.5 s),
+  shared by the run's pytest-xdist workers.
 - `hubsim_server` (session): the server on an ephemeral 127.0.0.1 port, stopped at the end.
 - `hub` (function): a `HubRun` on that server with no faults and an empty request log; faults, RTT
   proxy and request log are reset afterwards.
@@ -12,6 +13,9 @@ lookup off, and the sealed sitecustomize that refuses (and records) any connecti
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
 
 import orjson
@@ -90,9 +94,22 @@ class HubRun:
 
 @pytest.fixture(scope="session")
 def hubsim_root(tmp_path_factory) -> Path:
-    """Hub-like repos (fineweb-edu sample-10BT, ~4 MB, + gpt2 tokenizer.json), built once per session."""
-    root = tmp_path_factory.mktemp("hubsim_root")
-    build_repos(root, TEST_SPEC)
+    """Hub-like repos (fineweb-edu sample-10BT, ~4 MB, + gpt2 tokenizer.json), read-only for the tests. Built once per
+    run: under pytest-xdist the first worker to need them builds them (under a lock, renamed into place whole) in
+    the run's temporary folder, which every worker of the run shares; without xdist, in this session's own."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        root = tmp_path_factory.mktemp("hubsim_root")
+        build_repos(root, TEST_SPEC)
+        return root
+    run_dir = tmp_path_factory.getbasetemp().parent  # pytest-N/, the workers' popen-gwK/ folders' parent
+    root = run_dir / "hubsim_root"
+    with open(run_dir / "hubsim_root.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not root.is_dir():
+            building = run_dir / f"hubsim_root.building-{os.getpid()}"
+            shutil.rmtree(building, ignore_errors=True)
+            build_repos(building, TEST_SPEC)
+            building.rename(root)
     return root
 
 
