@@ -33,6 +33,15 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     hub: "HubServer"
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that goes away mid-connection (a process ending with a kept-alive connection or a read in
+        flight resets it) is how clients end, not a server error: no traceback for it; anything else, as before."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class HubServer:
     """The server plus its run state (faults, request log); serves on a daemon thread."""
