@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Set up ./.venv (idempotent) and run the whole test suite; extra arguments go to pytest.
-#   bash scripts/test.sh            # everything (pytest workers: one per core plus two, at most 8)
+#   bash scripts/test.sh            # everything (pytest workers: one per core plus three, at most 8)
 #   bash scripts/test.sh -k smoke   # a subset
 # Test modules are spread over the workers whole (--dist loadfile): a module's shared runs and servers stay in one
 # process. They are handed out in the order tests/conftest.py puts them, the longest first
-# (--no-loadscope-reorder), so the workers end together. Two workers more than there are cores: the tests spend
+# (--no-loadscope-reorder), so the workers end together. Three workers more than there are cores: the tests spend
 # more than half their time waiting (on child processes, simulated round trips, timeouts and the main job's
 # sleeping training steps), and the extra workers keep the cores busy meanwhile.
 # FWE_TEST_WORKERS=N sets the number of workers; FWE_TEST_WORKERS=0 runs everything in the pytest process itself.
@@ -21,5 +21,5 @@ fi
 # git) and reuse it, whatever the calling shell says.
 unset PYTHONDONTWRITEBYTECODE
 cores=$(nproc 2>/dev/null || echo 2)
-workers=${FWE_TEST_WORKERS:-$(( cores + 2 < 8 ? cores + 2 : 8 ))}
+workers=${FWE_TEST_WORKERS:-$(( cores + 3 < 8 ? cores + 3 : 8 ))}
 exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
