@@ -25,7 +25,7 @@ from scripts.bench import harness
 from scripts.bench.harness import median, say
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.proxy import RttProxy
-from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.repos import given_or_built
 from tests.hubsim.server import HubServer
 
 NAME = "hub_cold_warm"
@@ -76,10 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     rtts = [float(x) for x in args.rtt_ms.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-hub-cold-warm-") as tmp:
         workdir = Path(tmp)
-        root = args.root
-        if root is None:
-            root = str(workdir / "hub")
-            build_repos(root, BuildSpec())
+        root = given_or_built(args.root, workdir)
         results = []
         with HubServer(root) as hub:
             for rtt_ms in rtts:

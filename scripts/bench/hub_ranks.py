@@ -26,7 +26,7 @@ from pathlib import Path
 from scripts.bench import harness
 from scripts.bench.harness import say
 from tests.hubsim.ranks import Job, Run, burst_faults, metadata
-from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.repos import given_or_built
 
 NAME = "hub_ranks"
 AGENT_REGISTRY = "GET /api/agent-harnesses"
@@ -77,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes, per_node = args.nodes, args.ranks_per_node
     with tempfile.TemporaryDirectory(prefix="bench-hub-ranks-") as tmp:
         workdir = Path(tmp)
-        root = args.root
-        if root is None:
-            root = str(workdir / "hub")
-            build_repos(root, BuildSpec())
+        root = given_or_built(args.root, workdir)
         runs = []
         with Job(root, workdir / "shared", nodes, per_node) as job:
             cold, wall = timed(job, "cold")

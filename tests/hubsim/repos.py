@@ -127,6 +127,16 @@ def _write_shard(path: Path, spec: BuildSpec, start: int, target_bytes: float) -
     return rows
 
 
+def given_or_built(root: str | None, workdir: str | os.PathLike) -> str:
+    """`root` as given (repos built before, e.g. by `python -m tests.hubsim build`), else default repos built now under
+    `workdir`/hub: what a benchmark's `--root` means."""
+    if root is not None:
+        return root
+    built = str(Path(workdir) / "hub")
+    build_repos(built, BuildSpec())
+    return built
+
+
 def build_repos(root: str | os.PathLike, spec: BuildSpec = BuildSpec(),
                 progress: Callable[[str], None] = lambda line: None) -> dict:
     """Build (or rebuild) the repos under `root`; returns the manifest also written to root/hubsim.json."""
