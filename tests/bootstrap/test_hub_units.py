@@ -15,13 +15,12 @@ import pytest
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.hub_convert import convert_group
 from fwe_cli.bootstrap.hub_download import Cancelled, Fetcher
-from fwe_cli.bootstrap.hub_stream import HubFileStream, open_hub_files
+from fwe_cli.bootstrap.hub_stream import HubFileStream
 from fwe_cli.errors import ConfigError, OutputError, SourceError
 from fwe_cli.loader.config import Shard
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from tests.bootstrap.support import core_run
 from tests.helpers import invoke
-from tests.hubsim.faults import Faults
 from tests.hubsim.repos import DATASET_REPO
 from tests.hubsim.server import HubServer
 

@@ -30,7 +30,6 @@ from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap
 from fwe_cli.loader.sources.order import permuted
 from tests.helpers import fwe_env, invoke, run_fwe
 from tests.hubsim.clientenv import client_env
-from tests.hubsim.faults import Faults
 from tests.hubsim.fixtures import HubRun
 from tests.hubsim.repos import BuildSpec, build_repos
 from tests.hubsim.server import HubServer
