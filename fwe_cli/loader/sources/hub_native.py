@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from concurrent.futures import Future
 from typing import Callable, Iterator
 
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.in_background import import_in_background
+from fwe_cli.loader.in_background import InBackground, import_in_background
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
 
@@ -148,7 +147,6 @@ class Listing:
 
         self.key = _key(spec, use_cache)
         self.warm = use_cache and listed_before(spec.dataset, spec.revision)
-        self._future: Future = Future()
         self._said: str | None = None
         self._stage: Callable[[str], None] | None = None
         self._lock = threading.Lock()
@@ -158,17 +156,14 @@ class Listing:
             preconnect(endpoint(), COLD_CONNECTIONS)
             footer = FooterAhead(spec.dataset) if use_cache else None
 
-        def resolve() -> None:
-            try:
-                listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=use_cache,
-                                          set_stage=self._say, first_file=footer and footer.start)
-                if footer is not None:
-                    footer.keep(listing)
-                self._future.set_result(listing)
-            except BaseException as exc:  # noqa: BLE001 - raised by result(), in the producer
-                self._future.set_exception(exc)
+        def resolve():
+            listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=use_cache,
+                                      set_stage=self._say, first_file=footer and footer.start)
+            if footer is not None:
+                footer.keep(listing)
+            return listing
 
-        threading.Thread(target=resolve, name="fwe-hub-listing", daemon=True).start()
+        self._resolving = InBackground(resolve, "fwe-hub-listing")  # its error is raised by result(), in the producer
         if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
             import_in_background("pyarrow.parquet")
 
@@ -185,7 +180,7 @@ class Listing:
         with self._lock:  # what the thread said before (waiting on a lock) is the stage now
             self._stage = set_stage
             set_stage(self._said or listing_stage(*self._where))
-        return self._future.result()
+        return self._resolving.result()
 
 
 class FooterAhead:

@@ -24,11 +24,11 @@ import hashlib
 import os
 import re
 import threading
-from concurrent.futures import Future
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.loader.hub_env import cached_file, endpoint, fetch, fwe_cache_dir, head, hub_cache_dir, offline, \
     resolve_url
+from fwe_cli.loader.in_background import InBackground
 from fwe_cli.loader.node_lock import node_lock
 from fwe_cli.loader.transient import call_with_retries, hub_budget_s, unreachable_reason
 
@@ -37,7 +37,7 @@ HEAD_TIMEOUT_S = 5.0
 is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
 LOCK_WAIT_S = 60.0  # waiting for another rank's download, outside a loader (whose --timeout bounds it otherwise)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_started: dict[tuple[str, str], Future] = {}  # (repo, filename) -> a download start_fetch began, not yet waited for
+_started: dict[tuple[str, str], InBackground] = {}  # (repo, filename) -> a download start_fetch began, not waited for
 _started_lock = threading.Lock()
 
 
@@ -84,19 +84,11 @@ def start_fetch(repo: str, filename: str) -> bool:
     process, before it has imported what the run needs). Whether a download began."""
     if cached_file(repo, filename) is not None or offline():
         return False
-    started: Future = Future()
     with _started_lock:
         if (repo, filename) in _started:
             return False
-        _started[(repo, filename)] = started
-
-    def download() -> None:
-        try:
-            started.set_result(_download_once(repo, filename, None, False))
-        except BaseException as exc:  # noqa: BLE001 - met by fetch_hub_file, in the thread that needs the file
-            started.set_exception(exc)
-
-    threading.Thread(target=download, name="fwe-hub-file", daemon=True).start()
+        # its error is met by fetch_hub_file, in the thread that needs the file
+        _started[(repo, filename)] = InBackground(lambda: _download_once(repo, filename, None, False), "fwe-hub-file")
     return True
 
 
