@@ -118,6 +118,7 @@ def root(
 def main() -> None:
     """The `fwe` process: SIGTERM stops a command as Ctrl-C does (exit 130, one line; bootstrap saves a resume point
     first), and a usage error is one `error:` line (exit 2) instead of typer's boxed panel."""
+    import os
     import signal
 
     from rich.markup import escape
@@ -126,6 +127,10 @@ def main() -> None:
     from fwe_cli.errors import InternalError
 
     claim_process()
+    # `datasets` imports torch, where it is installed, for every streaming dataset it builds (a torch base class, a
+    # shared-memory epoch tensor): that doubles the start of the `datasets` Hub reader, which only iterates rows. This
+    # process never hands a `datasets` object to torch; a USE_TORCH the user set wins.
+    os.environ.setdefault("USE_TORCH", "0")
     _EARLY["on"] = True
     warnings_as_lines()
     signal.signal(signal.SIGTERM, _interrupt)

@@ -27,7 +27,7 @@ from tests.hubsim.fixtures import HubRun
 
 SMOKE = ("smoke", "--tokenizer", "gpt2", "--batch", "2", "--seq-len", "256", "--batches", "1", "--json")
 OTHER_COMMANDS = ("measure_cmd", "tune_cmd", "bootstrap_cmd", "tokenize_cmd", "doctor_cmd", "report_cmd")
-WATCHED = {"pydantic": "pydantic", "numpy": "numpy", **{f"fwe_cli.cli.{m}": m for m in OTHER_COMMANDS}}
+WATCHED = {"pydantic": "pydantic", "numpy": "numpy", "torch": "torch", **{f"fwe_cli.cli.{m}": m for m in OTHER_COMMANDS}}
 
 # `fwe ARGS` (the console script's main) writing, in order, the heavy imports (WATCHED) and the sockets connected (an
 # audit hook) and the threads started (by name), to the file named by argv[1]
@@ -120,6 +120,19 @@ def test_nothing_is_started_early_offline_or_for_a_source_off_the_hub(hubsim_ser
     run.close()
     assert result["ok"] is True and "connect" not in events
     assert not any(e.startswith("thread fwe-hub") for e in events[:events.index("import numpy")])
+
+
+def test_the_datasets_reader_does_not_import_torch_in_the_fwe_process(hubsim_server, tmp_path):
+    """torch is installed, and `datasets` imports it for every streaming dataset it builds unless USE_TORCH says no;
+    the `fwe` process only iterates the rows, so a `--hub-reader datasets` start never imports it (seconds of start
+    for nothing) and still reads its batch."""
+    pytest.importorskip("torch")
+    run = HubRun(hubsim_server, tmp_path / "hub")
+    result, events = fwe_process(run, run.new_home(), tmp_path, *SMOKE, "--hub-reader", "datasets", "--tokenizer",
+                                 "byte")
+    run.close()
+    assert result["ok"] is True and result["source"]["reader"] == "datasets"
+    assert "import torch" not in events
 
 
 def loader_config(**overrides):
