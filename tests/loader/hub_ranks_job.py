@@ -1,6 +1,6 @@
 """A torch.distributed job reading the Hub natively, for `torchrun` (tests/loader/test_hub_ranks.py):
 
-    torchrun --standalone --nproc-per-node 4 tests/loader/hub_ranks_job.py OUT_DIR
+    torchrun --standalone --nproc-per-node 2 tests/loader/hub_ranks_job.py OUT_DIR
 
 HF_ENDPOINT comes from the environment. Each rank uses an HF_HOME of its own (OUT_DIR/hf_home_rank{r}), so that only
 rank 0's broadcast can spare a rank the Hub's metadata; it joins a gloo group, makes a loader with no shard flags
