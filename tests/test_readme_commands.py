@@ -4,11 +4,13 @@ Every line of every ```bash block of README.md is classified (see `classify`): a
 know fails the test by name, so README and test cannot drift apart silently. The repository's files (tracked, plus
 new ones git does not ignore; never .venv, artifacts or data) are copied into a temporary directory, where
 `python -m venv .venv` makes a fresh environment the way scripts/demo.sh does. There is no package index here, so the
-fresh venv sees this environment's site-packages through a .pth file (the dependencies as installed here) and
-`pip install -e .` (scripts/demo.sh's, the first README command) runs offline: PIP_NO_INDEX=1 and
-PIP_NO_BUILD_ISOLATION=0 (pip's inverted spelling: no build isolation, the build backend is this environment's
-setuptools). Then every command runs with `bash -c` in the copy, in README order, once for the module; a block's
-lines after `source .venv/bin/activate` run with that activation in front of them.
+fresh venv sees this environment's site-packages through a .pth file (the dependencies as installed here, pip
+among them: the venv is made `--without-pip`, and `.venv/bin/pip` is the entry script pip writes for itself, instead
+of ensurepip installing a second pip and setuptools, 7 CPU-s) and `pip install -e .` (scripts/demo.sh's, the first
+README command) runs offline: PIP_NO_INDEX=1 and PIP_NO_BUILD_ISOLATION=0 (pip's inverted spelling: no build
+isolation, the build backend is this environment's setuptools). Then every command runs with `bash -c` in the copy,
+in README order, once for the module; a block's lines after `source .venv/bin/activate` run with that activation in
+front of them.
 
 `bash scripts/test.sh` is the suite itself (CI runs it via .ci/run): it is classified and not run here, or the suite
 would run itself. The environment of the commands has HF_HUB_OFFLINE=1 and a private HF_HOME, so nothing reaches
@@ -43,6 +45,10 @@ FWE_COMMANDS = HUB_SOURCE_COMMANDS + ("tokenize", "doctor", "report")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 DOCUMENTED_EXIT = re.compile(r"#.*\bexits?\s+(\d+)\b")
 OTHER_SHELL_FENCES = ("```sh", "```shell", "```console", "```zsh")
+# `.venv/bin/pip` as pip writes it for itself: this environment's pip module (seen through the .pth) run by the venv's
+# python, so that what it installs goes into the venv
+PIP_ENTRY = ("#!{python}\nimport sys\nfrom pip._internal.cli.main import main\n"
+             "if __name__ == '__main__':\n    sys.exit(main())\n")
 NOT_IN_A_CLONE = ("__pycache__", ".pytest_cache", ".hypothesis", "build", "dist")  # without git: what it ignores
 
 
@@ -219,13 +225,14 @@ def clone(tmp_path_factory) -> tuple[Path, dict]:
     copy, env = root / "fwe", _user_env(root)
     _copy_repository(copy)
     base = getattr(sys, "_base_executable", None) or sys.executable
-    _run([base, "-m", "venv", str(copy / ".venv")], copy, env, "python -m venv .venv")
+    _run([base, "-m", "venv", "--without-pip", str(copy / ".venv")], copy, env, "python -m venv .venv")
     python = copy / ".venv" / "bin" / "python"
     fresh = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], copy, env,
                       "the fresh venv's python").stdout.strip())
     (fresh / "_fwe_test_outer_env.pth").write_text("".join(p + "\n" for p in _site_packages()))
-    if (fresh / "setuptools").is_dir():  # venv's bundled setuptools (3.11) would shadow this environment's
-        _run([str(python), "-m", "pip", "uninstall", "-q", "-y", "setuptools"], copy, env, "pip uninstall setuptools")
+    pip = copy / ".venv" / "bin" / "pip"
+    pip.write_text(PIP_ENTRY.format(python=python))
+    pip.chmod(0o755)
     return copy, env
 
 
