@@ -41,7 +41,7 @@ def peak_rss_mb() -> float:
 
 
 def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: float,
-            settled: Callable[[], bool] = lambda: True) -> dict:
+            settled: Callable[[], bool] = lambda: True, prefix_batches: int = PREFIX_BATCHES) -> dict:
     """Pull batches until the end (or max_seconds); time each fetch; hash the stream.
 
     Steady state is the stretch from the batch at 10 % of the run (or, if later, SETTLE_BATCHES after the first
@@ -64,7 +64,7 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
             settled_at = len(stamps) - 1
         data = np.ascontiguousarray(np.asarray(batch), dtype=np.int32).tobytes()
         crc = zlib.crc32(data, crc)
-        if len(stamps) <= PREFIX_BATCHES:
+        if len(stamps) <= prefix_batches:
             crc_prefix = crc
         if max_seconds and t1 - t_start > max_seconds:
             complete = False
@@ -89,7 +89,7 @@ def consume(batches: Iterator, batch_tokens: int, t_start: float, max_seconds: f
         "first_batch_s": stamps[0] - t_start, "wall_s": end - t_start,
         "fetch_p50_ms": float(np.percentile(fetch_ms, 50)), "fetch_p95_ms": float(np.percentile(fetch_ms, 95)),
         "fetch_max_ms": float(fetch_ms.max()), "fetch_max_at_batch": int(fetch_ms.argmax()), "cpu_s": cpu_s() - c0,
-        "crc32_prefix": crc_prefix if n >= PREFIX_BATCHES else None, "crc32": crc if complete else None,
+        "crc32_prefix": crc_prefix if n >= prefix_batches else None, "crc32": crc if complete else None,
     }
 
 
