@@ -11,11 +11,11 @@ from tests.helpers import REPO_ROOT
 
 
 def test_tokenize_scale_times_split_runs_that_merge_into_the_one_task_shards(tmp_path):
-    """4 MB of synthetic records in 4 files, one rep: exit 0, a contender per process count (1, 2 and the usable
+    """2 MB of synthetic records in 4 files, one rep: exit 0, a contender per process count (1, 2 and the usable
     cores, deduplicated) each reporting tokens/s per core, and every merged output holding the 1-task run's
     shards."""
-    cmd = [sys.executable, "-m", "scripts.bench.tokenize_scale", "--synthetic", "--mb", "4", "--files", "4",
-           "--reps", "1", "--shard-tokens", "50000", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")]
+    cmd = [sys.executable, "-m", "scripts.bench.tokenize_scale", "--synthetic", "--mb", "2", "--files", "4",
+           "--reps", "1", "--shard-tokens", "25000", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = orjson.loads(Path(proc.stdout.strip()).read_bytes())
