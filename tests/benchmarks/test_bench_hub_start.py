@@ -4,6 +4,7 @@ first 8x1024 batch, token for token (fwe's Hub path must keep `datasets`' row or
 The floor (the interpreter and one HEAD) runs beside them. The JSON carries every figure and verdict issues #12 and
 #26's acceptance ask for; no speed is asserted here."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,10 @@ def test_benchmark_runs_and_both_peers_fetch_the_same_first_batch(hubsim_root, t
     the whole JSON shape, written as hub_start-<UTC>.json into the --out folder (its path the one line on stdout)."""
     cmd = [sys.executable, "-m", "scripts.bench.hub_start", "--reps", "1", "--warmup", "0", "--rtt-ms", "5",
            "--root", str(hubsim_root), "--fwe-arg=--doc-batch=64", "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    # USE_TORCH=0: `datasets` would import torch in each of the script's runs, and torch plays no part in the batch
+    # compared here (the benchmark itself runs the script as its users do)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+                          env=dict(os.environ, USE_TORCH="0"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     written = Path(proc.stdout.strip())
     assert written.parent == tmp_path and written.name.startswith("hub_start-") and written.suffix == ".json"
