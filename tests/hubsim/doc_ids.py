@@ -6,12 +6,17 @@ native and the `datasets` Hub readers in fresh, sealed processes):
 
 from __future__ import annotations
 
+import os
 import sys
 
 import orjson
 
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.sources.stream import DocumentStream
+
+
+# as in the `fwe` process: `datasets` would import torch for each streaming dataset it builds, and no id depends on it
+os.environ.setdefault("USE_TORCH", "0")
 
 
 def main(argv: list[str]) -> None:
