@@ -232,14 +232,21 @@ GENERATED_TEXTS: dict[str, Callable[[], list[str]]] = {
 }
 
 
+# every_code_point's 1.1 M characters go through encode_docs only (3 CPU-s per pass of `tokenizers`); the documents of
+# the other kinds also one by one through encode
+ONE_BY_ONE = set(GENERATED_TEXTS) - {"every_code_point"}
+
+
 @pytest.mark.parametrize("kind", list(GENERATED_TEXTS))
 def test_ids_equal_tiktokens_gpt2_on_generated_text(kind, reference, offline_gpt2):
-    """Per document and through encode_docs, the packaged GPT-2 gives the ids of tiktoken's GPT-2 BPE (EOT
-    splits out of text in both; lone surrogates become U+FFFD in both)."""
+    """Through encode_docs (and per document, but for every_code_point), the packaged GPT-2 gives the ids of
+    tiktoken's GPT-2 BPE (EOT splits out of text in both; lone surrogates become U+FFFD in both); a difference names
+    the first document that differs."""
     texts = GENERATED_TEXTS[kind]()
     expected = [reference.encode(t, allowed_special="all") for t in texts]
-    got = [offline_gpt2.encode(t) for t in texts]
-    bad = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
-    assert bad == [], f"{len(bad)} of {len(texts)} {kind} documents differ, first: {texts[bad[0]][:60]!r}"
     joined = np.array([i for ids in expected for i in (*ids, 50256)], dtype=np.int32)
-    assert np.array_equal(offline_gpt2.encode_docs(texts), joined)
+    same_stream = np.array_equal(offline_gpt2.encode_docs(texts), joined)
+    if kind in ONE_BY_ONE or not same_stream:
+        bad = [i for i, (text, ids) in enumerate(zip(texts, expected)) if offline_gpt2.encode(text) != ids]
+        assert bad == [], f"{len(bad)} of {len(texts)} {kind} documents differ, first: {texts[bad[0]][:60]!r}"
+    assert same_stream, f"{kind}: encode_docs differs from the documents' ids joined by EOT"
