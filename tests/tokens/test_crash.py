@@ -18,8 +18,9 @@ SHARD_TOKENS = "60000"
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    """1,100 synthetic documents (about 0.8 M GPT-2 tokens: 5 encode batches, ~13 shards)."""
-    return write_jsonl(tmp_path_factory.mktemp("src") / "docs.jsonl", [synthetic_record(5, i) for i in range(1_100)])
+    """800 synthetic documents (about 0.58 M GPT-2 tokens: 4 encode batches of 256 documents, 10 shards): every point
+    below is reached before the last batch and the last shard."""
+    return write_jsonl(tmp_path_factory.mktemp("src") / "docs.jsonl", [synthetic_record(5, i) for i in range(800)])
 
 
 @pytest.fixture(scope="module")
