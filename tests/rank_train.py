@@ -1,15 +1,19 @@
 """A tiny data-parallel training loop for `torchrun` (tests/loader/test_ranks.py), and the decoding of byte batches.
 
     torchrun --standalone --nproc-per-node 2 tests/rank_train.py DATA.jsonl OUT_DIR SEQ_LEN BATCH SHUFFLE_SEED \
-        [-- FWE_ARGS...]
+        [--hub] [-- FWE_ARGS...]
 
 Each rank joins a gloo (CPU) process group and trains twice: in file order, then shuffled with SHUFFLE_SEED. Each
 time it builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
 WORLD_SIZE), takes every batch with `for batch in loader:`, makes a toy model step whose gradient is all-reduced, and
 writes OUT_DIR/plain/rank{r}.json (then OUT_DIR/shuffled/rank{r}.json): the documents it saw, its shard, shard_from
-and step count. With `-- FWE_ARGS`, each rank then runs `python -m fwe_cli FWE_ARGS` as a child process with the
-environment torchrun gave the rank (what `torchrun -m fwe_cli FWE_ARGS` gives each of its processes) and writes its
-exit code and stderr to OUT_DIR/fwe_rank{r}.json. One job for all three: a torchrun costs seconds of imports.
+and step count. With `--hub`, each rank then reads the Hub at HF_ENDPOINT natively with an HF_HOME of its own
+(OUT_DIR/hub/hf_home_rank{r}, so that only rank 0's broadcast can spare a rank the Hub's metadata): a loader with no
+shard flags takes one batch and closes, then a second one does the same (a warm start: the listing is cached), and
+OUT_DIR/hub/rank{r}.json records the commit and files each read and its batch's documents. With `-- FWE_ARGS`, each
+rank then runs `python -m fwe_cli FWE_ARGS` as a child process with the environment torchrun gave the rank (what
+`torchrun -m fwe_cli FWE_ARGS` gives each of its processes) and writes its exit code and stderr to
+OUT_DIR/fwe_rank{r}.json. One job for all of them: a torchrun costs seconds of imports in every rank.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def decode_documents(batches: Iterable[np.ndarray], complete_only: bool = False)
     return docs
 
 
-def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int, fwe_args: list[str]) -> None:
+def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: int, hub: bool,
+         fwe_args: list[str]) -> None:
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -47,6 +52,8 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: i
     for name, seed in (("plain", None), ("shuffled", shuffle_seed)):
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         train(dist, data, os.path.join(out_dir, name), seq_len, batch_size, seed)
+    if hub:
+        read_hub_twice(dist.get_rank(), os.path.join(out_dir, "hub"))
     if fwe_args:
         proc = subprocess.run([sys.executable, "-m", "fwe_cli", *fwe_args], capture_output=True, text=True,
                               timeout=120)
@@ -90,6 +97,26 @@ def train(dist, data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_
         json.dump(report, handle)
 
 
+def read_hub_twice(rank: int, out_dir: str) -> None:
+    """Cold, then warm: a native Hub loader with no shard flags (byte tokenizer) takes one batch and closes; the
+    rank's report goes to OUT_DIR/rank{r}.json. The rank's HF_HOME is its own (fwe reads it when it opens the Hub)."""
+    from fwe_cli.loader import FineWebLoader, resolve_config
+
+    home = os.path.join(out_dir, f"hf_home_rank{rank}")
+    os.makedirs(home, exist_ok=True)
+    os.environ.update(HF_HOME=home, HF_HUB_CACHE=os.path.join(home, "hub"))
+    config = resolve_config(source="hub", tokenizer="byte", seq_len=2048, batch_size=4, loader_timeout=120.0)
+    report = {"rank": rank, "shard": [config.shard.mod, config.shard.rem], "opens": []}
+    for _ in ("cold", "warm"):
+        with FineWebLoader(config) as loader:
+            batch = np.array(loader.next_batch())
+            source = loader.stats()["source"]
+        report["opens"].append({"revision": source["revision"], "files": source["files"],
+                                "docs": decode_documents([batch]), "complete": decode_documents([batch], True)})
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w", encoding="utf-8") as handle:
+        json.dump(report, handle)
+
+
 def end_rank(dist) -> None:
     """Leave the job: a barrier (no rank tears the group down while another still talks to it), the group destroyed,
     then the process ended without interpreter teardown: torch's gloo transport can abort a process at exit
@@ -105,4 +132,4 @@ def end_rank(dist) -> None:
 if __name__ == "__main__":
     args, fwe = (sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]) if "--" in sys.argv else (
         sys.argv[1:], [])
-    main(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), fwe)
+    main(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), "--hub" in args[5:], fwe)

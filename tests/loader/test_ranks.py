@@ -1,5 +1,7 @@
 """Rank awareness: under torchrun (RANK/WORLD_SIZE) the shard comes from the launcher, so each rank reads its own
-documents, the ranks together read every document once, and artifacts, heartbeat and --save-batches say which rank."""
+documents, the ranks together read every document once, and artifacts, heartbeat and --save-batches say which rank;
+reading the Hub, a torch.distributed job asks for the listing once in all (rank 0 resolves it and broadcasts it).
+Counts and recorded values only: nothing here compares times."""
 
 from __future__ import annotations
 
@@ -13,20 +15,25 @@ import orjson
 import pytest
 
 from tests.helpers import REPO_ROOT, fwe_env, invoke, write_jsonl
+from tests.hubsim.ranks import metadata, shard_problems, stream_texts
+from tests.hubsim.server import HubServer
 from tests.rank_train import decode_documents
 
 TORCHRUN_TIMEOUT_S = 300  # a bound on a hung rendezvous or collective, not an expected duration
 DOCS = [f"rank test document {i:04d}" for i in range(64)]  # unique, 23 bytes + separator = 24 tokens each
 SEQ_LEN, BATCH = 32, 3  # 96 tokens a batch: each rank's 32 documents are exactly 8 batches, none left unemitted
 SHUFFLE_SEED = 7  # the shuffled pass: each rank takes every other document of this seed's permutation
+RANKS = 2  # rank 1 alone shows rank 0's listing broadcast: without it, the job would send twice the Hub requests
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory) -> Path:
-    """One `torchrun --standalone --nproc-per-node 2 tests/rank_train.py` (a local rendezvous on 127.0.0.1, no
-    network needed) for the module: each rank trains in file order, then shuffled, then runs `fwe smoke` the way
+def job(hubsim_root, tmp_path_factory) -> Path:
+    """One `torchrun --standalone --nproc-per-node 2 tests/rank_train.py --hub` (a local rendezvous on 127.0.0.1, no
+    network needed) for the module, against a test Hub server of its own: each rank trains in file order, then
+    shuffled, then reads the Hub cold and warm with an HF_HOME of its own, then runs `fwe smoke` the way
     `torchrun -m fwe_cli smoke` would (a child with the rank's environment). Returns its working folder: the data
-    (docs.jsonl), the training reports (out/plain, out/shuffled), and the smoke's outputs (out_{rank}.npz, art/)."""
+    (docs.jsonl), the training reports (out/plain, out/shuffled), the Hub reports (out/hub) and the server's request
+    log (hub_requests.json), and the smoke's outputs (out_{rank}.npz, art/)."""
     work = tmp_path_factory.mktemp("ranks")
     docs = write_jsonl(work / "docs.jsonl", [{"text": text} for text in DOCS])
     (work / "out").mkdir()
@@ -34,11 +41,13 @@ def job(tmp_path_factory) -> Path:
              str(BATCH), "--batches", "8", "--timeout", "120", "--artifacts-dir", str(work / "art"),
              "--save-batches", str(work / "out_{rank}.npz")]
     torchrun = Path(sys.executable).with_name("torchrun")
-    proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2",
-                           str(REPO_ROOT / "tests" / "rank_train.py"), str(docs), str(work / "out"), str(SEQ_LEN),
-                           str(BATCH), str(SHUFFLE_SEED), "--", *smoke],
-                          capture_output=True, text=True, env=fwe_env(OMP_NUM_THREADS="1"), cwd=work,
-                          timeout=TORCHRUN_TIMEOUT_S)
+    with HubServer(hubsim_root) as server:
+        env = fwe_env(HF_ENDPOINT=server.url, HF_HUB_OFFLINE="0", HF_HUB_DISABLE_TELEMETRY="1", OMP_NUM_THREADS="1")
+        proc = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", str(RANKS),
+                               str(REPO_ROOT / "tests" / "rank_train.py"), str(docs), str(work / "out"), str(SEQ_LEN),
+                               str(BATCH), str(SHUFFLE_SEED), "--hub", "--", *smoke],
+                              capture_output=True, text=True, env=env, cwd=work, timeout=TORCHRUN_TIMEOUT_S)
+        (work / "hub_requests.json").write_bytes(orjson.dumps(server.flush()))
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
     return work
 
@@ -125,3 +134,20 @@ def test_torchrun_smoke_ranks_save_disjoint_documents(job):
     artifacts = [orjson.loads(p.read_bytes()) for p in (job / "art" / "smoke").glob("*.json")]
     assert sorted((a["config"]["shard"]["rem"], a["config"]["shard_from"]) for a in artifacts) == [
         (0, "torchrun"), (1, "torchrun")]
+
+
+def test_a_torch_distributed_job_asks_for_the_listing_once_in_all(job, hubsim_root):
+    """2 gloo ranks under torchrun reading the Hub, each with its own HF_HOME: rank 0 resolves the listing and
+    broadcasts it, so the job sends at most 2 metadata requests cold (not 4) and, opening a second loader, one HEAD
+    warm; every rank reads the same commit and files, and its own shard of the stream."""
+    records = orjson.loads((job / "hub_requests.json").read_bytes())
+    cold = [r for r in records if r["endpoint"].startswith(("GET /api/datasets/", "POST /api/datasets/"))]
+    warm = [r for r in records if r["endpoint"].startswith("HEAD /datasets/")]
+    assert len(cold) <= 2 and len(warm) <= 1 and metadata(records) == len(cold) + len(warm), records
+    reports = [json.loads((job / "out" / "hub" / f"rank{r}.json").read_text()) for r in range(RANKS)]
+    texts = stream_texts(hubsim_root, 2000)
+    for report in reports:
+        assert report["shard"] == [RANKS, report["rank"]]
+        for opened in report["opens"]:
+            assert (opened["revision"], opened["files"]) == (reports[0]["opens"][0]["revision"], 2)
+            assert shard_problems(opened["docs"], opened["complete"], texts, report["rank"], RANKS) == []
