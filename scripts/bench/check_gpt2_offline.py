@@ -7,7 +7,7 @@ The offline tokenizer (`packaged_gpt2_tokenizer_json`, loaded with `tokenizers`)
 document, with references that do not go through it:
 
 - tiktoken: tiktoken's GPT-2 BPE (another implementation) built as tiktoken_ext.openai_public.gpt2() builds it,
-  from OpenAI's encoder.json / vocab.bpe (the packaged copies, whose sha256 tiktoken pins and checks);
+  from OpenAI's encoder.json / vocab.bpe (the packaged copies, checked against the sha256 tiktoken pins);
 - token_count: fineweb_subset.json records each document's GPT-2 token count from the FineWeb pipeline, which
   counted with the Hub's gpt2 tokenizer.json (datatrove's TokensCounter): counts, not ids, and only for documents
   without an e-mail/IP placeholder (FineWeb anonymised those after counting);
@@ -26,6 +26,7 @@ and its totals to stderr; exit 1 on a mismatch.
 from __future__ import annotations
 
 import csv
+import functools
 import glob
 import json
 import os
@@ -35,7 +36,7 @@ import tempfile
 import time
 
 from fwe_cli.loader.tokenization.gpt2_vocab import (
-    ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256, gpt2_vocab_files, packaged_gpt2_tokenizer_json)
+    ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256, packaged_gpt2_tokenizer_json, verified_vocab_files)
 from scripts.bench import harness
 from scripts.bench.corpus import REAL_DIR
 from scripts.bench.harness import say
@@ -71,15 +72,29 @@ def read_texts(data: str) -> dict[str, list[str]]:
     return out
 
 
-def tiktoken_reference():
+@functools.lru_cache(maxsize=1)
+def gpt2_reference_encoding():
+    """tiktoken's GPT-2 encoding as tiktoken_ext.openai_public.gpt2() builds it (tiktoken's data-gym loader and split
+    pattern, `<|endoftext|>` as 50256) from the packaged encoder.json / vocab.bpe, never from a tokenizer.json. The
+    files' sha256 are checked by `verified_vocab_files` (tiktoken's own check is off with its cache off, which keeps
+    it from copying local files). One reference for this check and the tests (tests/loader/test_gpt2_offline.py,
+    tests/tokens/support.py)."""
     import tiktoken
     from tiktoken.load import data_gym_to_mergeable_bpe_ranks
     from tiktoken_ext.openai_public import r50k_pat_str
 
-    encoder, merges = gpt2_vocab_files()
-    os.environ["TIKTOKEN_CACHE_DIR"] = ""  # read the local files, keep no copies
-    ranks = data_gym_to_mergeable_bpe_ranks(merges, encoder, VOCAB_BPE_SHA256, ENCODER_JSON_SHA256)
-    enc = tiktoken.Encoding("gpt2-reference", pat_str=r50k_pat_str, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+    encoder, merges = verified_vocab_files()
+    saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""
+    try:
+        ranks = data_gym_to_mergeable_bpe_ranks(merges, encoder, VOCAB_BPE_SHA256, ENCODER_JSON_SHA256)
+    finally:
+        os.environ.pop("TIKTOKEN_CACHE_DIR") if saved is None else os.environ.update(TIKTOKEN_CACHE_DIR=saved)
+    return tiktoken.Encoding("gpt2-reference", pat_str=r50k_pat_str, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+
+
+def tiktoken_reference():
+    enc = gpt2_reference_encoding()
     return lambda texts: [enc.encode(t, allowed_special="all") for t in texts]
 
 

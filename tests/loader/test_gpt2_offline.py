@@ -17,10 +17,11 @@ from fwe_cli.errors import TokenizerError
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from fwe_cli.loader.tokenization import hub_fetch
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
-from fwe_cli.loader.tokenization.gpt2_vocab import (ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256, gpt2_vocab_files,
+from fwe_cli.loader.tokenization.gpt2_vocab import (ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256,
                                                     packaged_gpt2_tokenizer_json)
 from fwe_cli.loader.tokenization.probes import SURROGATE_SAMPLES, probe_texts
 from fwe_cli.loader.transient import watch
+from scripts.bench.check_gpt2_offline import gpt2_reference_encoding
 
 REPO_PATH = "/openai-community/gpt2/resolve/main/tokenizer.json"
 
@@ -182,23 +183,9 @@ def test_missing_vocabulary_package_is_a_one_line_error(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def reference():
-    """tiktoken's GPT-2 encoding as tiktoken_ext.openai_public.gpt2() builds it, from the packaged files (hashes
-    checked by tiktoken's data-gym loader), not from any tokenizer.json."""
-    import os
-
-    import tiktoken
-    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
-    from tiktoken_ext.openai_public import r50k_pat_str
-
-    encoder, merges = gpt2_vocab_files()
-    saved = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = ""  # no cache copies of local files
-    try:
-        ranks = data_gym_to_mergeable_bpe_ranks(merges, encoder, VOCAB_BPE_SHA256, ENCODER_JSON_SHA256)
-    finally:
-        os.environ.pop("TIKTOKEN_CACHE_DIR") if saved is None else os.environ.update(TIKTOKEN_CACHE_DIR=saved)
-    return tiktoken.Encoding("gpt2-reference", pat_str=r50k_pat_str, mergeable_ranks=ranks,
-                             special_tokens={EOT: 50256})
+    """tiktoken's GPT-2 encoding built from the packaged files (sha256 checked), not from any tokenizer.json
+    (scripts/bench/check_gpt2_offline.py's gpt2_reference_encoding, the one reference of the tests and the check)."""
+    return gpt2_reference_encoding()
 
 
 @pytest.fixture(scope="module")

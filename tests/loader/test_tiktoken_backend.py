@@ -1,6 +1,6 @@
 """The tiktoken backend gives exactly the ids of `tokenizers` for GPT-2: on generated text, on adversarial text
 (each kind separately, so a failure names it) and on every Unicode code point. Real FineWeb text is checked by
-scripts/check_gpt2_offline.py (its `fwe-tiktoken` reference): the data lies outside the repository."""
+scripts/bench/check_gpt2_offline.py (its `fwe-tiktoken` reference): the data lies outside the repository."""
 
 import random
 

