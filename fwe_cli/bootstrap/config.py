@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.spec import FLAT_FIELDS, SourceSpec
+from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.sources.bootstrap_format import Layout
 
@@ -70,10 +70,11 @@ class BootstrapConfig:
         check_limit("downloads", self.downloads, "--downloads")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
-        if self.source.local_path is not None:
-            src, out = os.path.abspath(self.source.local_path), os.path.abspath(self.out)
+        local_path = self.source.to_json().get("local_path")
+        if local_path is not None:
+            src, out = os.path.abspath(local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
-                raise ConfigError(f"--out {self.out} is inside the source --local-path {self.source.local_path}: "
+                raise ConfigError(f"--out {self.out} is inside the source --local-path {local_path}: "
                                   "the output would become part of its own input")
 
 
@@ -96,13 +97,13 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
     target = _size("--gb", gb, GB, "gb") if gb is not None else _size("target bytes", target_bytes, 1, "target_bytes")
     if file_mb is not None and Layout.for_out(out).single:
         raise ConfigError(f"--file-mb applies to a directory output; {out} is a single .jsonl file")
-    values = {k: v for k, v in settings.items() if v is not None and k not in FLAT_FIELDS}
-    spec = {k: v for k, v in settings.items() if v is not None and k in FLAT_FIELDS}
-    if source is not None or local_path is not None:
-        spec["source"] = source or "local"
+    values = {k: v for k, v in settings.items() if v is not None and k not in SOURCE_FLAGS}
+    spec = {k: v for k, v in settings.items() if v is not None and k in SOURCE_FLAGS}
+    if source is not None:
+        spec["source"] = source
     if local_path is not None:
         spec["local_path"] = local_path
-    values["source"] = SourceSpec.from_dict(spec)
+    values["source"] = SourceSpec.from_flags(spec)
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_origin"] = "flags"

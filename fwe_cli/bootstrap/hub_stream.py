@@ -231,7 +231,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     from fwe_cli.loader.in_background import import_in_background
 
     resume = manifest["resume"] if manifest else None
-    spec = config.source
+    spec = config.source.options
     preconnect(endpoint(), CONNECTIONS)  # their handshakes, and pyarrow's import (footers need it), overlap the listing
     import_in_background("pyarrow.parquet")
     listing = resolve_listing(spec.dataset, spec.name, spec.split,

@@ -7,6 +7,7 @@ fwe_cli/output/prepare.py's. Used by fwe_cli/bootstrap/run.py; nothing here writ
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import fwe_cli
@@ -28,10 +29,16 @@ def identity(config: BootstrapConfig, layout: Layout) -> dict:
                   "fields": config.fields, "target_bytes": config.target_bytes, "bad_records": config.bad_records}
     if not layout.single:
         args["file_bytes"] = config.file_bytes
-    args.update(config.source.fields)
+    args.update(where_from(config))
     if args.get("local_path") is not None:
         args["local_path"] = os.path.abspath(args["local_path"])
     return args
+
+
+def where_from(config: BootstrapConfig) -> dict:
+    """Where the source's documents are, as a bootstrap records it: its kind's options, but the Hub revision, which
+    the manifest pins itself."""
+    return {k: v for k, v in dataclasses.asdict(config.source.options).items() if k != "revision"}
 
 
 # identity key -> (flag, how to show a value)
@@ -110,20 +117,20 @@ def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):
     resume = manifest["resume"] if manifest else None
     options = ReadOptions(strict=config.bad_records == "error")
     pinned = manifest.get("revision") if manifest else None
-    source = registry.open_source(config.source.replace(revision=pinned) if pinned else config.source, options)
+    source = registry.open_source(config.source.with_options(revision=pinned) if pinned else config.source, options)
     if source.copies_whole_files:
         from fwe_cli.bootstrap.hub_stream import open_hub_files
 
         return open_hub_files(config, layout.download_dir, manifest)
     if manifest is None and (latest := source.latest_revision()) is not None:
-        source = registry.open_source(config.source.replace(revision=latest), options)
+        source = registry.open_source(config.source.with_options(revision=latest), options)
     return source.records(config.shard, start=resume["position"] if resume else None, all_fields=config.fields == "all",
                           bad=BadRecords(**resume["bad_records"]) if resume else None).open()
 
 
 def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
     """The manifest of a new run reading `stream` (a source's Records, or the native Hub reader's HubFileStream)."""
-    where = config.source.fields  # the fields the source's kind reads; the others are recorded as null
+    where = where_from(config)  # the options of the source's kind; the others are recorded as null
     native = getattr(stream, "manifest_fields", None)
     by_file = native is not None
     manifest = {

@@ -91,7 +91,7 @@ def doctor(
     from fwe_cli.loader.config import LoaderConfig
     from fwe_cli.measure.node_report import run_doctor
 
-    defaults = LoaderConfig().source
+    defaults = LoaderConfig().source.options  # the Hub stream a run reads by default
     paths = {"artifacts": str(artifacts_dir)}
     paths.update({role: path for role, path in (("local-path", local_path), ("out", out)) if path})
     report = run_doctor(dataset=dataset or defaults.dataset, name=name or defaults.name, split=split or defaults.split,

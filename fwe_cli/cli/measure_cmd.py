@@ -152,7 +152,7 @@ def measure(
     both = not (cold or warm)
     plan = MeasurePlan(cold=cold or both, warm=warm or both, steps=steps, step_ms=step_ms, repeats=repeats,
                        run_timeout=run_timeout, targets=parse_targets(targets))
-    gate = open_gate("measure", None if baseline is None else str(baseline), max_regression, config.to_dict(),
+    gate = open_gate("measure", None if baseline is None else str(baseline), max_regression, config.to_json(),
                      plan.to_dict(), FLAG_NAMES)  # before any run
     out_dir = prepare_output_dir(os.path.join(str(artifacts_dir), "measure", utc_stamp()))
     columns, row = _live_row(plan.step_ms)

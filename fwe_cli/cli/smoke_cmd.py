@@ -19,7 +19,7 @@ from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.spec import FLAT_FIELDS
+from fwe_cli.loader.sources.spec import SOURCE_FLAGS
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -103,7 +103,7 @@ def _exit(code: int, result: dict) -> None:
 
 # the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
 # seed, a number, says nothing about where): the source's fields, the tokenizer, and whether the Hub caches are used
-SOURCE_WORDS = tuple(name for name in FLAT_FIELDS if name != "seed") + ("tokenizer", "hub_cache")
+SOURCE_WORDS = tuple(name for name in SOURCE_FLAGS if name != "seed") + ("tokenizer", "hub_cache")
 _EARLY: dict = {"requests_from": None}
 
 
@@ -125,7 +125,7 @@ def start_early(words: dict) -> None:
     source = source_class(config.source)
     _EARLY["requests_from"] = len(request_times())  # the run's requests: from here on, counted in its artifact
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
-    if source.uses_hub and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
+    if config.source.any("uses_hub") and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
         from fwe_cli.loader.in_background import import_in_background
         from fwe_cli.loader.tokenization.hub_fetch import start_fetch
 
@@ -193,7 +193,7 @@ def smoke(
 
     config = resolve_config(loader_timeout=timeout, flag_names=FLAG_NAMES, **loader_flags)
     check_limit("batches", batches, "--batches")
-    gate = open_gate("smoke", None if baseline is None else str(baseline), max_regression, config.to_dict(),
+    gate = open_gate("smoke", None if baseline is None else str(baseline), max_regression, config.to_json(),
                      flags=FLAG_NAMES)  # a bad baseline fails before the run
     if save_batches is not None:
         save_batches = rank_path(save_batches, config.shard.rem)
@@ -213,7 +213,7 @@ def smoke(
         check_output_file(str(save_state), "save the loader state to")
     resume = read_resume_state(str(resume_state)) if resume_state is not None else None
     run = SmokeRun(config, resume, requests_from=_EARLY["requests_from"])
-    base = {"config": config.to_dict(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
+    base = {"config": config.to_json(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
             "started": run.started}
     with Watchdog(run.loader, artifact, base, json_out):
         result, failure = run.finish(batches, save_path=str(save_batches) if save_batches else None,

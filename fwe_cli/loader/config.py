@@ -14,8 +14,7 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import LIMITS, check_limit
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.registry import source_class
-from fwe_cli.loader.sources.spec import FLAT_FIELDS, ReadOptions, SourceSpec
+from fwe_cli.loader.sources.spec import SOURCE_FLAGS, ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
 BAD_RECORD_POLICIES = ("skip", "error")
@@ -32,6 +31,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_TAIL": "tail",
     "NSA_FWE_GROW": "grow",
 }
+
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
 # pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
 # NSA_FWE_* variable sets the shard, so only the flags (shard_from 'flags') beat these.
@@ -68,8 +68,8 @@ class LoaderConfig:
     """Where resolve_config took `shard` from: 'flags' (--shard-mod/--shard-rem), 'torchrun' (RANK/WORLD_SIZE),
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
     source: SourceSpec = field(default_factory=SourceSpec)
-    """Where documents come from (kind, path or Hub repository, seed): see fwe_cli.loader.sources.spec. Flat in
-    `to_dict`/`from_dict`/`replace` and in resolve_config's flags (source, local_path, dataset, ...)."""
+    """Where documents come from: a tree of sources (fwe_cli.loader.sources.spec); resolve_config builds it from the
+    flags that name it (SOURCE_FLAGS)."""
     hub_cache: bool = True
     """Keep the native Hub reader's file listing and first row groups under the Hugging Face cache and use a cached
     Hub tokenizer.json as is, so a warm start needs at most one request before its first batch; False reads
@@ -116,7 +116,7 @@ class LoaderConfig:
                 check_limit(name, getattr(self, name))
         if not isinstance(self.source, SourceSpec):
             raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
-        refusal = source_class(self.source).shuffle_refusal
+        refusal = self.source.shuffle_refusal()
         if self.shuffle_seed is not None and refusal:
             raise ConfigError(refusal)
         check_reading_settings(self.bad_records, self.shard)
@@ -124,7 +124,7 @@ class LoaderConfig:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         if not isinstance(self.verify_parts, bool):
             raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
-        if self.grow and self.source.tail is None:
+        if self.grow and not self.source.any("grows"):
             raise SettingError(lambda n: f"{n('grow')} appends the Hub tail read after a bootstrap to it: it needs "
                                          f"{n('tail')} hub")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
@@ -137,36 +137,33 @@ class LoaderConfig:
             raise SettingError(lambda n: f"{n('warmup_batches')}={self.warmup_batches} cannot exceed "
                                          f"{n('queue_depth')}={self.queue_depth}: the queue could never hold that many")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able view, keys named as the fields (shard as {mod, rem}), the source's fields flat beside
-        them (`source` holds its kind), as artifacts and resume states have always recorded them."""
-        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("source", "shard")}
-        return {**self.source.to_dict(), **plain, "shard": dataclasses.asdict(self.shard)}
-
     def replace(self, **changes: Any) -> "LoaderConfig":
-        """A copy with `changes`; the source's fields may be given flat (revision=..., source="synthetic")."""
-        flat = {k: v for k, v in changes.items() if k in FLAT_FIELDS and not isinstance(v, SourceSpec)}
-        rest = {k: v for k, v in changes.items() if k not in flat}
-        if flat:
-            rest["source"] = SourceSpec.from_dict({**self.source.to_dict(), **flat})
-        return dataclasses.replace(self, **rest)
+        """A copy with `changes` (fields by name: the source as a SourceSpec), validated like any construction."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as JSON, keys named as the fields (the source as its spec's JSON, the shard as {mod, rem}): what
+        artifacts record and a measured run's child process is handed (`from_json` reads it back)."""
+        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("source", "shard")}
+        return {"source": self.source.to_json(), **plain, "shard": dataclasses.asdict(self.shard)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "LoaderConfig":
+        """The config `to_json` wrote (validated like any construction)."""
+        values = dict(data)
+        shard = values.pop("shard", None)
+        source = values.pop("source", None)
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown config fields: {', '.join(sorted(unknown))}")
+        return cls(source=SourceSpec.from_json(source) if source is not None else SourceSpec(),
+                   shard=Shard(**shard) if shard else Shard(), **values)
 
     def read_options(self) -> ReadOptions:
         """How the source is read (policy, not which documents)."""
         return ReadOptions(strict=self.bad_records == "error", allow_partial=self.allow_partial,
-                           verify_parts=self.verify_parts, use_cache=self.hub_cache, tokenizer=self.tokenizer,
+                           verify_parts=self.verify_parts, hub_cache=self.hub_cache, tokenizer=self.tokenizer,
                            grow=self.grow)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":
-        """Inverse of to_dict (validated like any construction)."""
-        values = dict(data)
-        shard = values.pop("shard", None)
-        source = SourceSpec.from_dict({name: values.pop(name) for name in FLAT_FIELDS if name in values})
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown config fields: {', '.join(sorted(unknown))}")
-        return cls(source=source, shard=Shard(**shard) if shard else Shard(), **values)
 
 
 def check_reading_settings(bad_records: str, shard: Any) -> None:
@@ -209,8 +206,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
 
     `shard_mod`/`shard_rem` flags build the Shard; without them a launcher's RANK/WORLD_SIZE (torchrun) or
     SLURM_PROCID/SLURM_NTASKS give it (`rank_from_env`), and `rank` defaults to its rem (shard_from records which).
-    The source's fields come flat (source, local_path, dataset, name, split, revision, hub_reader, seed); giving
-    `local_path` without `source` selects 'local'. Nothing is read from disk: a token directory's own tokenizer is
+    The source comes as the flags that name it (SOURCE_FLAGS: SourceSpec.from_flags). Nothing is read from disk: a token directory's own tokenizer is
     the default once it is opened (`tokenizer` stays None).
     `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
     reported under that name; a variable's is reported under the variable's.
@@ -224,7 +220,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
     for var, name in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
-            if name in FLAT_FIELDS:  # a source field (a word): the source's spec checks it
+            if name in SOURCE_FLAGS:  # a source's word: its spec checks it
                 source[name] = raw.strip()
             else:
                 values[name] = _parse_env(var, raw, name)
@@ -235,7 +231,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
-    source.update({name: value for name in FLAT_FIELDS if (value := flags.pop(name, None)) is not None})
+    source.update({name: value for name in SOURCE_FLAGS if (value := flags.pop(name, None)) is not None})
     for name, value in flags.items():
         if name not in defaults:
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")
@@ -249,17 +245,14 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
 
 def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None, shard_rem: int | None,
            source: dict[str, Any]):
-    """The tail of `resolve_config`: shard (flags, else a launcher's variables) and the source (a local path given
-    alone implies source 'local')."""
+    """The tail of `resolve_config`: shard (flags, else a launcher's variables) and the source."""
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_from"] = "flags"
     elif (launched := rank_from_env(env)) is not None:
         values["shard_from"], values["shard"] = launched
         values.setdefault("rank", values["shard"].rem)
-    if source.get("local_path") and "source" not in source:
-        source["source"] = "local"
-    values["source"] = SourceSpec.from_dict(source)
+    values["source"] = SourceSpec.from_flags(source)
     return LoaderConfig(**values)
 
 

@@ -1,4 +1,4 @@
-"""Documents grouped for one tokenizer call each: a ramp from a small first group, one source part per group, and
+"""Documents grouped for one tokenizer call each: a ramp from a small first group, one source segment per group, and
 the documents read before a source failed delivered before the failure."""
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ def doc_batches(documents: Iterable[Document], first: int, most: int,
                 closing: Callable[[], bool] = lambda: False) -> Iterator[list[Document]]:
     """Lists of documents in stream order: `first` documents, then twice as many each time up to `most` (the first
     batch needs ~seq_len x batch tokens, not `most` long documents' worth, so it does not wait on a large first
-    encode: scripts/bench/first_batch.py). A list never spans a source's parts (`Document.origin`: a bootstrap's
-    head, the Hub's tail), so a position saved in the tail starts in the tail and resuming there reads nothing of the
-    head. When reading fails (a FweError) after some documents of a list were read, that list comes first."""
+    encode: scripts/bench/first_batch.py). A list never spans two segments of a source (`Document.segment`), so a
+    position saved in a segment resumes in it and reads nothing of the one before. When reading fails (a FweError) after some documents of a list were read, that list comes first."""
     docs = iter(documents)
     size = min(first, most)
-    held: list[Document] = []  # a document of the next part: it starts the next list
+    held: list[Document] = []  # a document of the next segment: it starts the next list
     while not closing():
         chunk, held = held, []
         failure = None
         try:
             for doc in islice(docs, size - len(chunk)):
-                if chunk and doc.origin != chunk[0].origin:
+                if chunk and doc.segment != chunk[0].segment:
                     held = [doc]
                     break
                 chunk.append(doc)

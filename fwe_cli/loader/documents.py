@@ -11,7 +11,7 @@ class Document:
     Its text may be given as a function that makes it: a source whose documents cost work to produce (the synthetic
     one generates each) hands them over unmade, and only the documents a shard keeps are ever made."""
 
-    __slots__ = ("_text", "id", "resume", "ids", "origin", "delivered")
+    __slots__ = ("_text", "id", "resume", "ids", "segment", "delivered")
 
     def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
         self._text = text
@@ -26,9 +26,10 @@ class Document:
         self.delivered = 0
         """Tokens of it a rank of another world delivered before the world changed (loader.elastic): the pipeline
         leaves them out."""
-        self.origin: str | None = None
-        """Which part of a source made of two it came from: 'head' (a bootstrap's parts) or 'tail' (the Hub after
-        them); None for a source of one part."""
+        self.segment = None
+        """Which segment of its source's stream it belongs to, for a source whose stream has several (a composite's
+        parts); None for one. A document batch never spans two segments, and each batch names its segment to the
+        source (Source.on_batch)."""
 
     @property
     def text(self) -> str:

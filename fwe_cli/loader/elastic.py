@@ -138,13 +138,15 @@ def _frontier(state: dict) -> tuple[int, int, int, int] | None:
 
 
 class RecentBatches:
-    """The last document batches a pipeline made (their first document's `resume` -> their Documents, or for a token
-    directory read in order (epoch, first index, each document's tokens)), so that `frontier` can name the document
-    a batch ended in. `tokens_of(doc)`: how many tokens a Document puts in the stream. Thread-safe: the producer
+    """The document batches a pipeline made that the consumer has not moved past (their first document's `resume` ->
+    their Documents, or for a token directory read in order (epoch, first index, each document's tokens)), so that
+    `frontier` can name the document a batch ended in. The consumer lets go of those before its latest batch's
+    (`release_before`), so what is held is what is queued, in flight and being packed, however many document batches
+    a batch spans. `tokens_of(doc)`: how many tokens a Document puts in the stream. Thread-safe: the producer
     remembers, the consumer asks."""
 
-    def __init__(self, size: int, tokens_of: Callable[[object], int]):
-        self._held: deque[tuple[dict | None, object]] = deque(maxlen=size)
+    def __init__(self, tokens_of: Callable[[object], int]):
+        self._held: deque[tuple[dict | None, object]] = deque()
         self._tokens_of = tokens_of
         self._lock = threading.Lock()
 
@@ -152,15 +154,33 @@ class RecentBatches:
         with self._lock:
             self._held.append((first, what))
 
-    def frontier(self, position: dict | None) -> list[int] | None:
-        """[epoch, document, tokens of it delivered, its tokens] of the document the batch at `position` ended in
-        (tokens as this rank's stream holds them); None before the first batch, or when its documents are no longer
-        held. What a change of world size starts from (`replan`)."""
+    def held(self, position: dict | None) -> object | None:
+        """What is held for the document batch of the batch at `position` (None: nothing)."""
         if position is None:
             return None
         with self._lock:
-            held = next((what for first, what in self._held if first is position["doc"]), None)
-        if held is None:
+            return next((what for first, what in self._held if first is position["doc"]), None)
+
+    def release_before(self, position: dict | None) -> None:
+        """The consumer has the batch at `position`: the document batches before its own are no longer needed."""
+        if position is None:
+            return
+        with self._lock:
+            for i, (first, _what) in enumerate(self._held):
+                if first is position["doc"]:
+                    for _ in range(i):
+                        self._held.popleft()
+                    return
+
+    def frontier(self, position: dict | None) -> list[int] | None:
+        """[epoch, document, tokens of it delivered, its tokens] of the document the batch at `position` ended in
+        (tokens as this rank's stream holds them); None before the first batch. What a change of world size starts
+        from (`replan`)."""
+        return self.frontier_of(self.held(position), position)
+
+    def frontier_of(self, held: object | None, position: dict | None) -> list[int] | None:
+        """`frontier` from what `held` returned for `position` (taken earlier, on another thread)."""
+        if held is None or position is None:
             return None
         if isinstance(held, list):  # Documents: each one's tokens, encoded alone (exactly what the batch held), up to
             return self._frontier_in(held, position["skip"])  # the one the batch ended in (the rest are not needed)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
 import warnings
@@ -22,8 +23,10 @@ from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
+from fwe_cli.loader.sources.spec import SourceSpec
 from fwe_cli.loader.stages import WaitBook, rounded
-from fwe_cli.loader.telemetry import Heartbeat, Parts, percentiles_ms
+from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+from fwe_cli.loader.tokenization.names import described
 from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
@@ -46,7 +49,6 @@ class FineWebLoader:
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
-        self.parts = Parts(self.heartbeat)
         self.warmup_report: dict | None = None
         self.fetch_s: list[float] = []
         self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
@@ -65,8 +67,9 @@ class FineWebLoader:
         self._start(config, position, files, plan)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _start(self, config: LoaderConfig, position: dict | None = None, files: list[dict] | None = None,
+    def _start(self, config: LoaderConfig, position: dict | None = None, files: dict | None = None,
                plan=None) -> None:
+        self._taken = 0  # batches this pipeline handed over (its second one opens the source's read-ahead)
         self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
         self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
                                             clock=self.pipeline.clock) if config.prefetch else None
@@ -78,14 +81,18 @@ class FineWebLoader:
     def close(self, join_timeout: float = 1.0, abandon_encodes: bool = False) -> None:
         """Stop the producer and join its thread (waiting at most `join_timeout`), then the tokenizer threads once
         their encode in flight is done, unless `abandon_encodes` (a process about to end need not wait for batches
-        it will never take). Safe to call twice.
-
-        A producer blocked inside a hung source read cannot be interrupted; it is a daemon thread, it is
-        reported by `producer_alive`, and it does not keep the process from exiting."""
+        it will never take). Safe to call twice. A producer blocked inside a hung source read cannot be interrupted:
+        it is a daemon thread, reported by `producer_alive`, and does not keep the process from exiting."""
         if self._closed:
             return
         self._closed = True
         self._unwatch()
+        self._stop_producer(join_timeout, abandon_encodes)
+        self.heartbeat.close()
+
+    def _stop_producer(self, join_timeout: float, abandon_encodes: bool = False) -> None:
+        """Stop this pipeline's producer (at most `join_timeout` for its thread) and, unless abandoned or the
+        producer is stuck, its tokenizer threads."""
         self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)
@@ -93,7 +100,6 @@ class FineWebLoader:
             self._inline.close()  # type: ignore[union-attr]
         if not abandon_encodes and not self.producer_alive:
             self.pipeline.join_workers()
-        self.heartbeat.close()
 
     def __enter__(self) -> "FineWebLoader":
         return self
@@ -199,25 +205,26 @@ class FineWebLoader:
         try:
             if self._steps == 0 and self.warmup_report is None and self.config.warmup_batches:
                 self.warmup(ends - time.perf_counter())
-            if self._steps == 1:  # a consumer back for more than a first batch: reading ahead pays off now
+            if self._taken == 1:  # a consumer back for more than a first batch: reading ahead pays off now
                 self.pipeline.documents.read_ahead_now()
             began = self.waits.begin(self.pipeline.clock, self._prefetcher)
             try:
-                batch, self._position = self._fetch(max(0.0, ends - time.perf_counter()), stated)
+                batch, self._position, segment = self._fetch(max(0.0, ends - time.perf_counter()), stated)
             except FweError as exc:
                 if not can_fall_back:
                     self.heartbeat.emit("fineweb_loader_error", step=self._steps, error=str(exc))
                     raise
-                batch, self._position = self._fall_back(exc, limit)
+                batch, self._position, segment = self._fall_back(exc, limit)
         finally:
             self._returns_by = None
         dt, by_stage, fill = self.waits.end(began, self.pipeline.clock)
         self._steps += 1
+        self._taken += 1
+        self.pipeline.recent.release_before(self._position)
         self.fetch_s.append(dt)
         self._rolling.append(dt)
-        part = (self._position or {}).get("part")
-        if part is not None:
-            self.parts.note(part, self._steps, dt, getattr(self.pipeline.documents.opened, "head_docs", None))
+        source = self.pipeline.documents.opened
+        fields = source.on_batch(segment, self._steps, dt, self.heartbeat.emit) if source is not None else {}
         if self._steps == 1:
             self.first_batch_s = time.perf_counter() - self.created
             shard = self.config.shard
@@ -226,7 +233,7 @@ class FineWebLoader:
         if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
             roll = percentiles_ms(self._rolling)
             self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
-                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **({"part": part} if part else {}),
+                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **fields,
                                 queue_fill=fill, wait_s_by_stage=rounded(by_stage))
         return batch
 
@@ -240,12 +247,11 @@ class FineWebLoader:
         old = self.config
         loaded = self.pipeline.loaded_tokenizer(timeout=FALLBACK_JOIN_S)  # the run's own, unless it failed
         tokenizer = loaded.name if loaded is not None else "byte"
-        self.pipeline.close()
-        if self._prefetcher is not None:
-            self._prefetcher.close(timeout=FALLBACK_JOIN_S)
+        self._stop_producer(FALLBACK_JOIN_S, abandon_encodes=True)
         self.fallback = {"reason": reason, "from_source": old.source.kind, "to_source": "synthetic",
                          "tokenizer": tokenizer}
-        self._start(old.replace(source="synthetic", tokenizer=tokenizer, local_path=None, shuffle_seed=None))
+        self._start(dataclasses.replace(old, source=SourceSpec("synthetic"), tokenizer=tokenizer, shuffle_seed=None,
+                                        grow=False))
         self._returns_by = time.perf_counter() + limit
         return self._fetch(limit)
 
@@ -257,13 +263,17 @@ class FineWebLoader:
         return build_state(p.config, p.documents, self._position, self._steps, p.recent.frontier(self._position))
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from `state` (a `state_dict()`): the producer restarts right after that state's last batch.
-        ConfigError naming the setting when the state was saved under another one."""
+        """Continue from `state` (a `state_dict()`), as `FineWebLoader(config, state=state)` would: the producer
+        restarts right after that state's last batch, and the batch after it is this loader's first again (its
+        first-batch time, warmup and the source's read-ahead gate start over). ConfigError naming the setting when
+        the state was saved under another one; LoaderError on a closed loader."""
+        if self._closed:
+            raise LoaderError("load_state_dict on a closed loader: make a new FineWebLoader(config, state=state)")
         config, position, files, plan = check_states(state, self.config)
-        self.pipeline.close()
-        if self._prefetcher is not None:
-            self._prefetcher.close(timeout=FALLBACK_JOIN_S)
+        self._stop_producer(FALLBACK_JOIN_S)
         self.config, self._position = config, position
+        self._steps, self.first_batch_s, self.warmup_report = 0, None, None
+        self.created = time.perf_counter()
         self._start(config, position, files, plan)
 
     # -- stats -------------------------------------------------------------------------------------
@@ -280,15 +290,11 @@ class FineWebLoader:
             "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
             "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads,
             "stage": p.stage,
-            "tokenizer": None if tok is None else {
-                "name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
-                "backend_reason": getattr(tok, "backend_reason", None),
-                "docs_by_backend": dict(p.docs_by_backend),
-                "check_s": getattr(tok, "check_s", None)},
+            "tokenizer": None if tok is None else dict(described(tok), docs_by_backend=dict(p.docs_by_backend)),
             "source": p.documents.describe(),
             "warmup": self.warmup_report,
             "fallback": self.fallback,
-            "parts": self.parts.to_dict(),
+            "parts": p.documents.opened.figures() if p.documents.opened is not None else None,
             "producer_alive": self.producer_alive,
             **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (loader.stages)
         }

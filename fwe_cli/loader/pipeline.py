@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.stages import StageClock, bind, stage_key
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.token_dir import BACKEND, ShardTokens
+from fwe_cli.loader.sources.token_manifest import BACKEND, ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
 MAX_AUTO_THREADS = 8
@@ -50,7 +50,7 @@ class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
     def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
-                 start: dict | None = None, expect_files: list[dict] | None = None, plan: ElasticPlan | None = None):
+                 start: dict | None = None, expect_files: dict | None = None, plan: ElasticPlan | None = None):
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
@@ -74,7 +74,8 @@ class Pipeline:
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         # the document batches of the batches queued, in flight and being packed: which document a batch ended in
-        self.recent = RecentBatches(config.queue_depth + 2 * self.threads + 4, self._stream_tokens)
+        self.recent = RecentBatches(self._stream_tokens)
+        self._converting: InBackground | None = None
 
     @property
     def stage(self) -> str:
@@ -130,40 +131,45 @@ class Pipeline:
                                "docs_per_s": round(self.docs / elapsed, 2),
                                "tokens_per_s": round(self.tokens / elapsed, 1)})
 
-    def _token_chunks(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
-        """A token directory read in order: one shard slice + one eos per chunk, about a batch at first (the first
-        batch waits on nothing larger), then doubling up to CHUNK_TOKENS (see sources.token_dir)."""
-        def sizes() -> Iterator[int]:
-            size = self.config.seq_len * self.config.batch_size
-            while True:
-                yield size
-                size = min(max(size * 2, 1), max(CHUNK_TOKENS, size))
-
+    def _token_chunks(self, chunks: Iterator) -> Iterator[tuple[np.ndarray, tuple]]:
+        """A token directory read in order (sources.token_dir): one shard slice + one eos per chunk, about a batch at
+        first (the first batch waits on nothing larger), then doubling up to CHUNK_TOKENS."""
         self.stage = "reading token shards"
-        for ids, resume, lengths in self.documents.token_chunks(sizes()):
+        for ids, resume, lengths in chunks:
             self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
+            before = self.docs
             self._count_read(len(lengths))
             self._count_encoded(BACKEND, len(lengths), 0.0)
-            yield ids, (resume, None)
+            yield ids, (resume, None, before)
             if self._closing.is_set():
                 return
             self.stage = "reading token shards"
 
-    def _doc_batches(self) -> Iterator[tuple[list[Document], tuple[dict | None, str | None]]]:
-        """(documents, (the first one's `resume`, the last one's origin)) per document batch (loader.doc_batches)."""
+    def _chunk_sizes(self) -> Iterator[int]:
+        size = self.config.seq_len * self.config.batch_size
+        while True:
+            yield size
+            size = min(max(size * 2, 1), max(CHUNK_TOKENS, size))
+
+    def _doc_batches(self) -> Iterator[tuple[list[Document], tuple]]:
+        """(documents, (the first one's `resume`, their segment, documents read before them)) per document batch
+        (loader.doc_batches)."""
         for chunk in doc_batches(self.documents, FIRST_DOC_BATCH, self.config.doc_batch, self._closing.is_set):
             if self.tokenizer is None:  # the first documents are here: now the tokenizer is needed
                 self._await_tokenizer()
+            before = self.docs
             self._count_read(len(chunk))
             self.recent.remember(chunk[0].resume, chunk)
-            yield chunk, (chunk[0].resume, chunk[-1].origin)
+            yield chunk, (chunk[0].resume, chunk[0].segment, before)
         if self.tokenizer is None:  # no documents at all: a tokenizer that cannot load still says so
             self._await_tokenizer()
 
-    def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple[dict | None, str | None]]]:
-        """(ids, (the first document's `resume`, the last one's origin)) per document batch, in order."""
-        if isinstance(self.tokenizer, ShardTokens) and self.documents.in_order():
-            yield from self._token_chunks()
+    def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple]]:
+        """(ids, (the first document's `resume`, the segment, documents read before)) per document batch, in
+        order."""
+        chunks = self.documents.token_chunks(self._chunk_sizes()) if isinstance(self.tokenizer, ShardTokens) else None
+        if chunks is not None:
+            yield from self._token_chunks(chunks)
             return
         if self.threads <= 1 or isinstance(self.tokenizer, ShardTokens):  # joining shard views needs no threads
             for docs, tag in self._doc_batches():
@@ -208,12 +214,12 @@ class Pipeline:
         self.stage = f"loading tokenizer {self.documents.tokenizer()!r}"
         self.tokenizer = self.load_tokenizer()
 
-    def __iter__(self) -> Iterator[tuple[object, dict]]:
-        """(batch, its position) for each batch. A position is {"doc": the `resume` of a document, "skip": tokens of
-        the stream from that document on that are in this or earlier batches, and for a source of two parts "part":
-        'head' or 'tail', the part of the batch's last document}: a pipeline started at it produces
-        the batch after this one first, whatever its doc batch, Q or threads (ids are per document, so the token
-        stream from a document on does not depend on how documents were grouped for encoding)."""
+    def __iter__(self) -> Iterator[tuple[object, dict, Hashable]]:
+        """(batch, its position, its segment) for each batch. A position is {"doc": the `resume` of a document,
+        "skip": tokens of the stream from that document on that are in this or earlier batches}: a pipeline started
+        at it produces the batch after this one first, whatever its doc batch, Q or threads (ids are per document, so
+        the token stream from a document on does not depend on how documents were grouped for encoding). The segment
+        is that of the documents the batch ended in (Document.segment; None for a source of one)."""
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
@@ -221,46 +227,69 @@ class Pipeline:
         self.stage = "opening source"
         self.documents.prepare()
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
-        # a fresh Hub stream may begin with the batches an earlier run kept (sources/hub_first_batches): no tokenizer
-        kept = None if shards is not None or self.start or self.documents.plan is not None else getattr(
-            self.documents.source, "first_batches", lambda *args: None)(c, self.documents.tokenizer())
+        # a fresh stream may begin with the batches an earlier run kept (sources/hub_first_batches): no tokenizer
+        kept = None if shards is not None else self.documents.first_batches(self.documents.tokenizer())
         if shards is not None:
             self.tokenizer, self._eos = shards, np.array([shards.eos_id], dtype=np.int32)
             self.mark("tokenizer_ready")
         elif kept is None or not kept.candidate:
             self._start_tokenizer()
         # torch (slow to import) likewise loads beside the source, only when tensors are asked for
-        converting = InBackground(torch_converter, "fwe-torch-import") if c.as_torch else None
+        self._converting = InBackground(torch_converter, "fwe-torch-import") if c.as_torch else None
         self.stage = "opening source"
-        packer = Packer(self.config.seq_len, self.config.batch_size)
-        to_output = None
-        upgrading = False
         if kept is not None:  # a warm start's one request: is the stream still at the kept batches' commit?
-            self.documents.source.open(self._set_stage)
-            for batch, position in kept.replay(self) if kept.confirm(self.documents.source) else ():
-                to_output = to_output or (converting.result() if converting is not None else None)
-                yield (to_output(batch) if to_output else batch), position
-            if not self._closing.is_set():  # a run that ended with the kept batches needs no tokenizer
-                self._start_tokenizer()
+            yield from self._replay(kept)
+        yield from self._packed(kept)
+        self.stage = "finished"
+
+    def _output(self, batch: np.ndarray):
+        """The batch as the consumer takes it: the array, or a torch tensor with as_torch."""
+        if self._converting is None:
+            return batch
+        return self._converting.result()(batch)
+
+    def _replay(self, kept) -> Iterator[tuple[object, dict, Hashable]]:
+        """The batches an earlier run kept, when the opened source confirms their commit; each is counted as made
+        (its documents and tokens, the document it ended in: a resume state after it is exact), then the stream goes
+        on right after the last one. The real tokenizer starts loading once the consumer wants more."""
+        self.documents.source.open(self._set_stage)
+        if kept.confirm():
+            self.tokenizer = kept.stand_in(self.load_tokenizer)
+            self.mark("source_opened")
+            position = None
+            for batch, position, frontier, docs, tokens in kept.entries():
+                epoch, doc, delivered, length = frontier
+                # the frontier's form RecentBatches reads: documents doc-1 and doc, the batch ends `delivered` into doc
+                self.recent.remember(position["doc"], (epoch, doc - 1, [position["skip"] - delivered, length]))
+                self.docs, self.tokens = docs, tokens
+                self.batches += 1
+                self.mark("first_batch")
+                yield self._output(batch), position, None
+            kept.wait_for_more()  # a run of one batch ends without loading a tokenizer
+            if position is not None:
+                self.start, self.documents.start = position, position["doc"]
+        if not self._closing.is_set():  # a run that ended with the kept batches needs no tokenizer
+            self._start_tokenizer()
+
+    def _packed(self, kept) -> Iterator[tuple[object, dict, Hashable]]:
+        """The batches packed from the stream's token arrays (after any replayed ones)."""
+        packer = Packer(self.config.seq_len, self.config.batch_size)
+        upgrading = False
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
-        for ids, (first, part) in self._token_arrays():
+        for ids, (first, segment, docs_before) in self._token_arrays():
             self.stage = "packing"
             skipped = min(to_skip, len(ids))
             to_skip -= skipped
+            tokens_before = self.tokens
             self.tokens += len(ids) - skipped
             for batch, used in packer.add(ids[skipped:]):
                 self.batches += 1
                 self.mark("first_batch")
-                if converting is not None and to_output is None:
-                    to_output = converting.result()
                 position = {"doc": first, "skip": skipped + used}
-                if part is not None:  # a source of two parts: which one the batch's last document came from
-                    position["part"] = part
-                if kept is not None:
-                    kept.record(self, batch, position)
-                yield (to_output(batch) if to_output else batch), position
+                if kept is not None:  # what a resume from this batch re-reads is not counted twice (docs, tokens)
+                    kept.record(batch, position, self.recent, self.tokenizer, docs_before, tokens_before + used)
+                yield self._output(batch), position, segment
                 if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
-        self.stage = "finished"

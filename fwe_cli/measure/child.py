@@ -2,7 +2,7 @@
 
 The parent starts `python -c "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)" SPEC`,
 so interpreter start, imports, tokenizer load and the Hub handshake all fall inside the measurement. SPEC is a
-JSON file: {"config": LoaderConfig.to_dict(), "steps", "step_ms", "trial_s", "spawn_wall", "result_path"}. The result (JSON)
+JSON file: {"config": LoaderConfig.to_json(), "steps", "step_ms", "trial_s", "spawn_wall", "result_path"}. The result (JSON)
 goes to result_path; the exit code is 0 even when the loader failed (the error is in the result).
 
 First-batch phases are consecutive differences of milestones, so they add up to first_batch_s exactly:
@@ -153,13 +153,12 @@ def main(t0_wall: float) -> None:
     from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
     from fwe_cli.loader.config import LoaderConfig
-    from fwe_cli.loader.sources.registry import source_class
     from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
 
-    config = LoaderConfig.from_dict(spec["config"])
+    config = LoaderConfig.from_json(spec["config"])
     counting = False
-    for module in source_class(config.source).heavy_imports:  # part of the imports phase (datasets for its reader)
+    for module in config.source.heavy_imports():  # part of the imports phase (datasets for its reader)
         importlib.import_module(module)
     if uses_hub(config):
         counting = start_counting()

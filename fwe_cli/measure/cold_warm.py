@@ -150,7 +150,6 @@ def measure_outcome(summary: dict, fail_on_kpi: bool) -> FweError | None:
 
 def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env: dict[str, str] | None = None) -> dict:
     """One measured run in a fresh interpreter; returns its record (error filled in when it failed)."""
-    config = config.replace(heartbeat_dir=run_dir)
     spec_path, result_path = os.path.join(run_dir, "spec.json"), os.path.join(run_dir, "result.json")
     child_env = dict(os.environ)
     child_env.update(env or {})
@@ -158,7 +157,8 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
     child_env["PYTHONPATH"] = package_root + os.pathsep + child_env.get("PYTHONPATH", "")
     record: dict = {"kind": kind, "run_dir": run_dir, "heartbeat": os.path.join(run_dir, f"heartbeat_rank{config.rank}.jsonl")}
     spawn_wall = time.time()
-    spec = orjson.dumps({"config": config.to_dict(), "steps": plan.steps, "step_ms": plan.step_ms, "trial_s": plan.trial_s,
+    # the config as the child builds it: the one JSON form, with the run's own heartbeat folder
+    spec = orjson.dumps({"config": dict(config.to_json(), heartbeat_dir=run_dir), "steps": plan.steps, "step_ms": plan.step_ms, "trial_s": plan.trial_s,
                          "spawn_wall": spawn_wall, "result_path": result_path})
     write_output(spec_path, spec)  # OutputError (one line, exit 8) when the artifacts folder stops taking files
     child_env[PARENT_PID_VAR] = str(os.getpid())  # the child dies with this process (see child.die_with_parent)
@@ -234,6 +234,6 @@ def run_measure(config: LoaderConfig, plan: MeasurePlan, out_dir: str,
         "warmup_advice": combine([r["warmup_advice"] for r in measured if not r.get("error") and r.get("warmup_advice")]),
         "targets": plan.targets,
         "plan": plan.to_dict(),
-        "config": config.to_dict(), "env": env_snapshot(), **provenance(), "started": started,
+        "config": config.to_json(), "env": env_snapshot(), **provenance(), "started": started,
         "finished": utc_iso(),
     }

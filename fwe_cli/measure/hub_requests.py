@@ -18,7 +18,6 @@ import threading
 from typing import TYPE_CHECKING
 
 from fwe_cli.loader.hub_env import note_request, request_times  # noqa: F401 - request_times is this module's API
-from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.tokenization.names import hub_repo
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ _installed: bool | None = None
 def uses_hub(config: LoaderConfig) -> bool:
     """Whether a run with this config talks to the Hub at all: its source does, or its tokenizer is a Hub id."""
     tokenizer = config.tokenizer
-    return source_class(config.source).uses_hub or (tokenizer is not None and hub_repo(tokenizer) is not None)
+    return config.source.any("uses_hub") or (tokenizer is not None and hub_repo(tokenizer) is not None)
 
 
 def _hook(http) -> None:

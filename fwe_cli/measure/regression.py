@@ -125,7 +125,7 @@ def check_same_work(kind: str, baseline: dict, config: dict, plan: dict | None =
     where = f"--baseline {path}" if path else "the baseline"
     flags = flags or {}
     pairs = [(f"config {name}" + (f" ({flags[name]})" if name in flags else ""),
-              (baseline.get("config") or {}).get(name), config.get(name)) for name in SAME_CONFIG]
+              _setting(baseline.get("config") or {}, name), _setting(config, name)) for name in SAME_CONFIG]
     pairs += [(f"plan {name} (--{name.replace('_', '-')})", (baseline.get("plan") or {}).get(name),
                (plan or {}).get(name)) for name in SAME_PLAN.get(kind, ())]
     for field, then, now in pairs:
@@ -133,6 +133,13 @@ def check_same_work(kind: str, baseline: dict, config: dict, plan: dict | None =
             same = ", ".join(SAME_CONFIG + SAME_PLAN.get(kind, ()))
             raise ConfigError(f"{where} was made with {field} {then!r}, this run has {now!r}: its figures measure "
                               f"other work (compare runs with the same {same})")
+
+
+def _setting(config: dict, name: str):
+    """A config's setting as the gate compares it: the source by its kind (an artifact records the source as its
+    spec, one of an fwe before source trees as the kind itself)."""
+    value = config.get(name)
+    return value.get("kind") if name == "source" and isinstance(value, dict) else value
 
 
 def _number(value) -> float | None:
@@ -204,7 +211,7 @@ def check_metric(metric: str, then: list[float], now: list[float], bound_pct: fl
 def _differences(kind: str, baseline: dict, current: dict) -> list[str]:
     """Allowed differences (settings, plan, host, fwe version), one note each: the user may be testing a change."""
     notes = []
-    sections = [("config", set(SAME_CONFIG) | set(QUIET_CONFIG))]
+    sections = [("config", (set(SAME_CONFIG) - {"source"}) | set(QUIET_CONFIG))]  # same source kind, other options
     if kind == "measure":
         sections.append(("plan", set(SAME_PLAN["measure"])))
     for section, skip in sections:

@@ -117,7 +117,7 @@ class SmokeRun:
             "requests": len(sent) if counting else None,
             "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
             # the gathering thread failed (its error is not the run's): ask again, here
-            "config": config.to_dict(), "env": env_snapshot(), **(self._facts or provenance()),
+            "config": config.to_json(), "env": env_snapshot(), **(self._facts or provenance()),
             "started": self.started, "finished": utc_iso(),
         })
         if save_state and (error is None or pulled):  # after a failure: where the batches handed over end
@@ -169,7 +169,7 @@ def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputEr
     """Write the pulled batches to `path` (.npz content under exactly that name: np.savez given a name would add
     .npz to any other), atomically; the OutputError naming the path when it cannot be written."""
     buffer = io.BytesIO()
-    np.savez(buffer, batches=np.stack(pulled), config=np.frombuffer(str(config.to_dict()).encode(), np.uint8))
+    np.savez(buffer, batches=np.stack(pulled), config=np.frombuffer(str(config.to_json()).encode(), np.uint8))
     try:
         write_atomic(path, buffer.getvalue())
     except OSError as exc:

@@ -16,6 +16,7 @@ killed (each is bounded by run_timeout). Trials not run make the result partial.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -193,7 +194,7 @@ def overridden_variables(plan: TunePlan) -> list[str]:
 
 def trial_configs(base: LoaderConfig, plan: TunePlan) -> dict[str, LoaderConfig]:
     """label -> the base config with that setting applied; ConfigError up front for a setting the base cannot take."""
-    return {setting_label(s): base.replace(**s) for s in plan.settings()}
+    return {setting_label(s): dataclasses.replace(base, **s) for s in plan.settings()}
 
 
 def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[[RunEvent], None] = lambda e: None,
@@ -241,7 +242,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         "settings": ranked,
         "trials": trials,
         "plan": plan.to_dict(), "targets": plan.targets,
-        "config": base.to_dict(), "env": env_snapshot(),
+        "config": base.to_json(), "env": env_snapshot(),
         "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},
         **provenance(), "started": started, "finished": utc_iso(),
     }

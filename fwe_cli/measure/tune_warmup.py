@@ -7,6 +7,7 @@ Only for the stall objective: with no training step (--objective tokens_per_s) t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from typing import Callable
@@ -39,7 +40,7 @@ def verify_warmup(base: LoaderConfig, recommendation: dict, advice: dict, plan, 
     """One more run of the recommended setting with the warmup applied (`spawn`: cold_warm.spawn_run); its stalled
     steps and first batch against the trials' median first batch without it."""
     setting = recommendation["setting"]
-    config = base.replace(**{**setting, "queue_depth": advice["queue_depth"], "warmup_batches": advice["batches"],
+    config = dataclasses.replace(base, **{**setting, "queue_depth": advice["queue_depth"], "warmup_batches": advice["batches"],
                              "warmup_timeout": advice["timeout_s"]})
     record = spawn(config, "verify", os.path.join(out_dir, VERIFY_DIR), plan)
     before = [t["first_batch_s"] for t in trials if t["setting"] == setting and t.get("first_batch_s") is not None]

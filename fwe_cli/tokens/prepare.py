@@ -26,7 +26,7 @@ def open_text_source(src: str, strict: bool = False):
     from fwe_cli.loader.sources.registry import open_source
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 
-    source = open_source(SourceSpec("local", local_path=src), ReadOptions(strict=strict))
+    source = open_source(SourceSpec.of("local", local_path=src), ReadOptions(strict=strict))
     if source.reads_tokens:
         raise no_text(src)
     source.open(lambda stage: None)
@@ -36,7 +36,7 @@ def open_text_source(src: str, strict: bool = False):
 def source_record(source) -> dict:
     """The manifest's `source` record: where, and the files as they are (the source's fingerprint)."""
     files = source.fingerprint()
-    return {"kind": "local", "path": os.path.abspath(source.spec.local_path), "files": files,
+    return {"kind": "local", "path": os.path.abspath(source.spec.options.local_path), "files": files,
             "bytes": sum(f["bytes"] for f in files)}
 
 

@@ -29,6 +29,7 @@ from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SettingErro
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
 from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
 from fwe_cli.output.lock import OutputLock
@@ -92,6 +93,15 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
                           **{name: value for name, value in given.items() if value is not None})
 
 
+
+def _next_document(text, saved: dict | None) -> dict | None:
+    """The `resume` of the document a shard starts with, as the manifest holds it, typed for the source `text` (a
+    manifest of an fwe before typed positions holds a plain list, which the source reads)."""
+    if saved is None:
+        return None
+    at = saved.get("at")
+    return dict(saved, at=text.legacy_position(at)) if isinstance(at, list) else resume_from_json(saved)
+
 class _Run:
     def __init__(self, config: TokenizeConfig, on_progress, should_stop, faults: Faults):
         self.config, self.on_progress, self.should_stop, self.faults = config, on_progress, should_stop, faults
@@ -149,7 +159,7 @@ class _Run:
         self.progress(force=True)
         first = int(resume.get("span", plan.first))
         for span in range(first, plan.end):
-            start = resume.get("next") if span == first else None
+            start = _next_document(text, resume.get("next")) if span == first else None
             if self._span(text, span, start) == "interrupted":
                 return "interrupted"
         if not manifest["shards"] and config.split.tasks == 1:
@@ -213,6 +223,7 @@ class _Run:
         manifest["totals"] = totals(manifest["shards"])
         if following is not None:
             examples = text.bad.to_dict()["examples"][:bad_before]
+            following = dict(following, next=following["next"] and resume_to_json(following["next"]))
             manifest["resume"] = {**following, "shards": len(manifest["shards"]),
                                   "bad_records": {"count": bad_before, "examples": examples}}
             write_manifest(self.layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))

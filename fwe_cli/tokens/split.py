@@ -166,8 +166,8 @@ class SpanPlan:
         lo = self.spans[span][0]
         done = self._bytes(start, lo)
         at = (resume or {}).get("at")
-        if at:
-            number, offset = lo + int(at[0]), int(at[1]) if len(at) > 1 else 0
+        if at is not None:
+            number, offset = lo + at.file, at.offset
             done += self._bytes(lo, number)
             if number < len(self.files) and self.files[number]["path"].endswith(_PLAIN):
                 done += min(offset, int(self.files[number]["bytes"]))

@@ -238,7 +238,7 @@ def stage_fwe(args) -> dict:
         out = consume(iter(loader), args.seq_len * args.batch, t_start, args.max_seconds, settled)
         stats = loader.stats()
     out["loader"] = {k: stats[k] for k in ("tokenizer", "tokenizer_threads", "fetch_p95_ms", "tokenize_s", "docs")}
-    out["config"] = config.to_dict()
+    out["config"] = config.to_json()
     return out
 
 

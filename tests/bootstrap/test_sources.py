@@ -141,19 +141,19 @@ def _take(stream, n):
 
 def test_local_positions_resume_exactly(tmp_path, messy_jsonl):
     """JSONL (with bad lines), TXT, parquet and a directory of several files resume at the saved position."""
-    _resumes_exactly(SourceSpec("local", local_path=str(messy_jsonl)), limit=200)
+    _resumes_exactly(SourceSpec.of("local", local_path=str(messy_jsonl)), limit=200)
     txt = tmp_path / "t" / "a.txt"
     txt.parent.mkdir()
     txt.write_text("".join(f"document {i}\n" + ("\n" if i % 5 == 0 else "") for i in range(40)))
     table = pa.table({"text": [f"row {i}" if i % 9 else None for i in range(45)], "id": [f"r{i}" for i in range(45)]})
     pq.write_table(table, tmp_path / "t" / "b.parquet", row_group_size=10)
-    _resumes_exactly(SourceSpec("local", local_path=str(txt.parent)), Shard(3, 2), limit=200)
-    _resumes_exactly(SourceSpec("local", local_path=str(tmp_path / "t" / "b.parquet")), all_fields=True)
+    _resumes_exactly(SourceSpec.of("local", local_path=str(txt.parent)), Shard(3, 2), limit=200)
+    _resumes_exactly(SourceSpec.of("local", local_path=str(tmp_path / "t" / "b.parquet")), all_fields=True)
 
 
 def test_synthetic_positions_resume_exactly():
     """The synthetic stream, sharded, resumes at the saved index."""
-    _resumes_exactly(SourceSpec("synthetic", seed=4), Shard(4, 3), limit=30)
+    _resumes_exactly(SourceSpec.of("synthetic", seed=4), Shard(4, 3), limit=30)
 
 
 def test_hub_positions_resume_exactly(monkeypatch):
@@ -164,7 +164,7 @@ def test_hub_positions_resume_exactly(monkeypatch):
     rows = {"text": [None if i % 11 == 3 else f"hub doc {i}" for i in range(90)], "id": [f"h{i}" for i in range(90)]}
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict(rows).to_iterable_dataset(num_shards=3))
-    spec = SourceSpec("hub", dataset="test/in-memory", hub_reader="datasets")
+    spec = SourceSpec.of("hub", dataset="test/in-memory", hub_reader="datasets")
     _resumes_exactly(spec, Shard(2, 1), limit=40)
     stream = _records(spec, Shard(2, 1))
     records = [record for record, _ in stream]

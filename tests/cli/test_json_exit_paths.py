@@ -80,7 +80,7 @@ def test_json_mode_is_read_from_the_parsed_flags(tmp_path):
     assert not plain.stdout.lstrip().startswith("{"), plain.stdout
     flagged = invoke(*args, "--json")
     data = one_object(flagged.stdout, flagged.exit_code)
-    assert data["config"]["local_path"] == "--json"
+    assert data["config"]["source"]["local_path"] == "--json"
 
 
 def test_without_json_stdout_stays_empty_on_a_usage_error(tmp_path):

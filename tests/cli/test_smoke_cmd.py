@@ -156,7 +156,7 @@ def test_watchdog_still_prints_one_json_object(tmp_path, stalled_listing):
     assert proc.returncode == 3, proc.stderr
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}
-    assert data["config"]["source"] == "hub" and data["fwe_version"]
+    assert data["config"]["source"]["kind"] == "hub" and data["fwe_version"]
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert [str(a) for a in artifacts] == [data["artifact"]]
     assert orjson.loads(artifacts[0].read_bytes()) == data

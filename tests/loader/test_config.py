@@ -127,11 +127,11 @@ def test_every_numeric_field_has_a_limit():
     ("loader_timeout", float("inf")), ("loader_timeout", 1e308), ("warmup_timeout", float("nan")),
     ("loader_timeout", 10**400),
 ])
-def test_from_dict_checks_limits_like_flags(field, value):
-    """from_dict (and any construction) goes through the same limits as flags and variables: a value past 64 bits
+def test_from_json_checks_limits_like_flags(field, value):
+    """from_json (and any construction) goes through the same limits as flags and variables: a value past 64 bits
     or an infinite timeout is a ConfigError naming the field, never a later TypeError/OverflowError."""
     with pytest.raises(ConfigError, match=re.escape(field)) as info:
-        LoaderConfig.from_dict(dict(LoaderConfig().to_dict(), **{field: value}))
+        LoaderConfig.from_json(dict(LoaderConfig().to_json(), **{field: value}))
     assert "\n" not in str(info.value)
 
 
@@ -160,8 +160,8 @@ def test_shard_comes_from_the_launcher_without_flags(env, shard, launcher):
     launcher, and the heartbeat rank follows the shard's rem."""
     config = resolve_config(env=env)
     assert (config.shard, config.shard_from, config.rank) == (shard, launcher, shard.rem)
-    assert config.to_dict()["shard_from"] == launcher
-    assert LoaderConfig.from_dict(config.to_dict()) == config
+    assert config.to_json()["shard_from"] == launcher
+    assert LoaderConfig.from_json(config.to_json()) == config
 
 
 @pytest.mark.parametrize("flags", [{"shard_mod": 2, "shard_rem": 0}, {"shard_mod": 2}, {"shard_rem": 0}])

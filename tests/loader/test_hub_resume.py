@@ -43,5 +43,5 @@ def test_hub_reader_resumes_exactly_in_a_fresh_process(hubsim_server, tmp_path, 
     halves = np.concatenate([np.load(tmp_path / "a.npz")["batches"], np.load(tmp_path / "b.npz")["batches"]])
     assert whole.shape == (5, 4, 1024) and np.array_equal(whole, halves)
     saved = orjson.loads(state.read_bytes())
-    assert saved["matching"]["hub_reader"] == reader
+    assert saved["matching"]["source"]["hub_reader"] == reader
     assert violations == []

@@ -32,7 +32,8 @@ def fake_hub(monkeypatch, request):
                         lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
     monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
     monkeypatch.setattr(HubNative, "documents", lambda self, epoch, at, order: hub_native.iter_hub(
-        ((row, (0, 0, n)) for n, row in enumerate(ROWS, start=1)), self.spec.dataset, self.bad, self.options.strict))
+        ((row, hub_native.HubRowPosition(0, 0, n)) for n, row in enumerate(ROWS, start=1)), self.spec.options.dataset,
+        self.bad, self.options.strict))
     return request.param
 
 
@@ -61,7 +62,7 @@ def test_loader_and_bootstrap_read_the_same_hub_shard(fake_hub):
     """Shard 1 of 2 holds the same good rows whether the loader or bootstrap reads the Hub, with the same bad count."""
     loader = DocumentStream(hub_config(fake_hub, shard_mod=2, shard_rem=1))
     loader_texts = [d.text for d in loader]
-    records = open_source(SourceSpec("hub", dataset="org/ds", hub_reader="datasets"), ReadOptions()).records(Shard(2, 1))
+    records = open_source(SourceSpec.of("hub", dataset="org/ds", hub_reader="datasets"), ReadOptions()).records(Shard(2, 1))
     record_texts = [record["text"] for record, _line in records]
     assert loader_texts == record_texts == ["two", "five"]
     assert loader.bad.to_dict() == records.bad.to_dict()

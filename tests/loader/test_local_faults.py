@@ -60,10 +60,10 @@ def test_same_size_edit_is_read_unless_verify_parts_then_refused(bootstrap):
 
 def test_verify_parts_passes_an_intact_bootstrap_and_is_a_validated_field(bootstrap):
     """verify_parts reads an intact bootstrap like the default does; it is a boolean config field that round-trips
-    through to_dict/from_dict."""
+    through to_json/from_json."""
     assert texts(bootstrap, verify_parts=True) == texts(bootstrap)
     config = resolve_config(env={}, local_path=str(bootstrap), verify_parts=True)
-    assert LoaderConfig.from_dict(config.to_dict()) == config
+    assert LoaderConfig.from_json(config.to_json()) == config
     with pytest.raises(ConfigError, match="verify_parts"):
         resolve_config(env={}, local_path=str(bootstrap), verify_parts="yes")
 

@@ -128,7 +128,7 @@ def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
 
     assert_resumes(make, n=30, k=17)
     _, state = pull(make(**FIRST), 3)
-    assert len(state["matching"]["revision"]) == 40 and state["position"]["doc"]["at"] is not None
+    assert len(state["matching"]["source"]["revision"]) == 40 and state["position"]["doc"]["at"] is not None
 
 
 def test_state_refuses_other_settings_naming_them(local_files):

@@ -1,38 +1,53 @@
-"""What every source of documents is: `Source`, the object `registry.open_source` returns for a spec.
+"""What every source of documents is: `Source`, the object `registry.open_source` returns for a spec, with every
+capability a source may have declared here with its default, so the pipeline asks and never probes.
 
 A source is opened inside the loader's producer (`open`: listing files, the Hub handshake), so its cost is part of
 the first batch and a hang there is caught by the loader's timeout. It then yields the whole stream's documents of
-one epoch, unsharded, each with the position just after it (`documents`); sources.order numbers, shuffles and shards
-them. It describes itself for artifacts (`describe`), says what a resume state must match (`pinned`, and the files it
-read: `fingerprint` / `check_fingerprint`), and, for `fwe bootstrap`, yields whole records with resumable positions
-(`records`, see sources.records).
+one epoch, unsharded, each with its typed position just after it (`documents`, sources.position); sources.order
+numbers, shuffles and shards them. A composite is a source made of sources: its spec's children become `children`
+(opened, closed, described, pinned and fingerprinted with it), and its position holds theirs.
 
-Class attributes answer what the spec alone decides (no disk, no network): the spec fields the kind reads, those it
-requires, whether it talks to the Hub, whether it can be shuffled, what a run must import before it opens.
+Class attributes answer what the spec alone decides (no disk, no network): the kind's options, its children, whether
+it talks to the Hub, whether it can be shuffled, what a run must import before it opens.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+import dataclasses
+from typing import TYPE_CHECKING, Callable, ClassVar, Hashable, Iterator
 
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.registry import open_source
+from fwe_cli.loader.sources.spec import NoOptions
 
 if TYPE_CHECKING:  # the kinds' modules import this one: annotations naming their types stay unimported strings
+    import numpy as np
+
     from fwe_cli.loader.shard import Shard
+    from fwe_cli.loader.sources.records import Records
+    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
+    from fwe_cli.loader.sources.token_manifest import ShardTokens
 
 Order = Callable[[list, int], list]
 """How files are ordered in an epoch: (files, epoch) -> files (as listed, or permuted by the shuffle)."""
+Emit = Callable[..., None]
+"""Writes one heartbeat event: emit(msg, step=..., **fields)."""
 
 
 class Source:
     """One kind of document source, for one spec; subclasses override what their kind does differently."""
 
-    fields: ClassVar[tuple[str, ...]] = ()
-    """The SourceSpec fields that say where this kind's documents are."""
-    required: ClassVar[tuple[str, ...]] = ()
-    """Of those, the ones a spec must give."""
+    Options: ClassVar[type] = NoOptions
+    """The frozen dataclass of the kind's own options (spec.options)."""
+    children_allowed: ClassVar[tuple[int, int | None]] = (0, 0)
+    """How many children a spec of the kind has: (at least, at most or None for any)."""
+    position_type: ClassVar[type[Position] | None] = None
+    """The type of the positions `documents` yields and starts from."""
+    adopts: ClassVar[tuple[str, ...]] = ()
+    """Options a resume takes from the state when the spec leaves them unset (a Hub branch's commit)."""
     uses_hub: ClassVar[bool] = False
     """Reading it talks to the Hugging Face Hub."""
     shuffle_refusal: ClassVar[str | None] = None
@@ -50,6 +65,7 @@ class Source:
     heavy_imports: ClassVar[tuple[str, ...]] = ()
     """Modules a run reading it imports before it opens (counted in `fwe measure`'s imports phase)."""
 
+    # -- the spec alone ----------------------------------------------------------------------------------------------
     @classmethod
     def accepts(cls, spec: SourceSpec) -> bool:
         """Whether this class reads `spec`, by the spec alone."""
@@ -62,6 +78,15 @@ class Source:
         return cls(spec, options)
 
     @classmethod
+    def check_spec(cls, spec: SourceSpec) -> None:
+        """ConfigError (one line) unless `spec` is one this kind can read: by default, the number of children."""
+        low, high = cls.children_allowed
+        count = len(spec.children)
+        if count < low or (high is not None and count > high):
+            wanted = "no" if high == 0 else f"{low}" if low == high else f"at least {low}"
+            raise ConfigError(f"source {spec.kind!r} takes {wanted} child sources, got {count}")
+
+    @classmethod
     def start_early(cls, spec: SourceSpec, options: ReadOptions) -> None:
         """Start the first request opening `spec` will make, before a loader exists (the `fwe` process, while it
         imports what the run needs); the loader's source takes it over. Default: a source that makes none."""
@@ -71,29 +96,76 @@ class Source:
         """Where the documents come from, in a few words (an error line names it)."""
         return spec.kind
 
+    @classmethod
+    def make_child(cls, spec: SourceSpec, options: ReadOptions) -> "Source":
+        """The object reading one of a composite's children (default: whatever the registry opens for it)."""
+        return open_source(spec, options)
+
     def __init__(self, spec: SourceSpec, options: ReadOptions):
         self.spec = spec
         self.options = options
-        self.bad = BadRecords()
+        self.children: list[Source] = [self.make_child(child, options) for child in spec.children]
+        self._bad = BadRecords()
         self.files: list[str] = []
         """What `open` found to read: local paths, or the Hub listing's paths."""
         self.revision: str | None = None
         """The Hub commit read, once known."""
 
+    @property
+    def bad(self) -> BadRecords:
+        """Malformed records met so far, one count for the whole tree."""
+        return self._bad
+
+    @bad.setter
+    def bad(self, bad: BadRecords) -> None:
+        self._bad = bad
+        for child in self.children:
+            child.bad = bad
+
     # -- reading (the loader) --------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Imports the first request needs, before the pipeline starts parsing a tokenizer (which holds the GIL)."""
+        for child in self.children:
+            child.prepare()
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         """List files or resolve the Hub listing, once; `set_stage` names what it is doing."""
+        for child in self.children:
+            child.open(set_stage)
 
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+    def documents(self, epoch: int, at: Position | None, order: Order) -> Iterator[tuple[Document, Position]]:
         """(document, position just after it) of the whole stream in epoch `epoch`, from position `at` (None: the
         epoch's start): every shard's documents, in the epoch's file `order`."""
         raise NotImplementedError
 
+    def check_position(self, at: Position | None) -> None:
+        """ConfigError unless `at` is a position of this source (a resume state's, decoded)."""
+        if at is not None and not isinstance(at, self.position_type or ()):
+            raise ConfigError(f"the resume position {at.to_json()} is not one of {self.where(self.spec)}: resume "
+                              "over the same source, or start without the state")
+
+    def legacy_position(self, values: list) -> Position:
+        """A position an fwe before typed positions saved as a plain list of this source's values."""
+        if self.position_type is None:
+            raise ConfigError(f"{self.where(self.spec)} has no saved positions to resume from")
+        try:
+            return self.position_type(*values)
+        except TypeError:
+            raise ConfigError(f"the resume position {values!r} is not one of {self.where(self.spec)}") from None
+
     def pretokenized(self) -> ShardTokens | None:
         """A token directory's ShardTokens (eos and vocab from its manifest; no tokenizer is loaded), else None."""
+        return None
+
+    def token_chunks(self, epoch: int, start: dict | None,
+                     sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]] | None:
+        """Read in order (one shard, no shuffle): (ids, the first document's `resume`, each document's tokens) per
+        chunk of about `next(sizes)` tokens, from `start`; None when the source reads documents only."""
+        return None
+
+    def first_batches(self, config, tokenizer: str):
+        """The first batches earlier runs kept for this stream (sources.hub_first_batches.FirstBatches), or None when
+        none can be kept: a fresh warm start replays them, a cold one keeps its own."""
         return None
 
     def latest_revision(self) -> str | None:
@@ -106,28 +178,60 @@ class Source:
 
     def read_ahead_now(self) -> None:
         """The consumer wants more than its first batch: background reads may run ahead now."""
+        for child in self.children:
+            child.read_ahead_now()
 
     def close(self) -> None:
         """Stop background reads; callable from any thread, more than once."""
+        for child in self.children:
+            child.close()
+
+    # -- per-segment figures -----------------------------------------------------------------------------------------
+    def on_batch(self, segment: Hashable, step: int, fetch_s: float, emit: Emit) -> dict:
+        """The consumer took batch `step` (after waiting `fetch_s`), made of documents of `segment` (the `segment`
+        its documents carry: None for a source of one): a source of several counts its figures here and may emit
+        heartbeat events; returns fields for that step's fineweb_fetch line."""
+        return {}
+
+    def figures(self) -> dict | None:
+        """Per-segment figures for `stats()["parts"]` (batches of each segment, where one began); None for one."""
+        return None
 
     # -- identity --------------------------------------------------------------------------------------------------
     def describe(self) -> dict:
         """The artifacts' `source` record."""
-        return {"kind": self.spec.kind, **self.spec.fields}
+        info = {"kind": self.spec.kind, **dataclasses.asdict(self.spec.options)}
+        if self.children:
+            info["children"] = [child.describe() for child in self.children]
+        return info
 
     def pinned(self) -> dict:
-        """The spec fields a resume state records and must match, with what opening resolved pinned (a branch's
-        commit)."""
-        return dict(self.spec.fields)
+        """This node's options a resume state records and must match, with what opening resolved pinned (a branch's
+        commit); the tree's is `pinned_tree`."""
+        return dataclasses.asdict(self.spec.options)
+
+    def pinned_tree(self) -> dict:
+        """{"kind", pinned(), "children": each child's} for the whole tree."""
+        node = {"kind": self.spec.kind, **self.pinned()}
+        if self.children:
+            node["children"] = [child.pinned_tree() for child in self.children]
+        return node
 
     def fingerprint(self) -> list[dict] | None:
-        """The files read, as they were (size and modification time, or the manifest's sha256), so that a resume or
-        a bootstrap notices they changed; None for a source without files."""
+        """The files this node read, as they were (size and modification time, or the manifest's sha256), so that a
+        resume or a bootstrap notices they changed; None for a source without files of its own."""
         return None
 
+    def fingerprint_tree(self) -> dict:
+        """{"files": fingerprint(), "children": each child's} for the whole tree."""
+        node: dict = {"files": self.fingerprint()}
+        if self.children:
+            node["children"] = [child.fingerprint_tree() for child in self.children]
+        return node
+
     def changed(self, saved: list[dict] | None, may_grow: bool = False) -> str | None:
-        """How the files differ from those `saved` (a `fingerprint()` taken earlier) describes, in a few words naming
-        the first that differs; None when they are the same. `may_grow`: files added after them are fine (a
+        """How this node's files differ from those `saved` (a `fingerprint()` taken earlier) describes, in a few words
+        naming the first that differs; None when they are the same. `may_grow`: files added after them are fine (a
         bootstrap grown since, read in stream order)."""
         now = self.fingerprint()
         if saved is None or now is None:
@@ -145,17 +249,22 @@ class Source:
             return f"{len(saved)} files of {self.where(self.spec)} then, {len(now)} now"
         return None
 
-    def check_fingerprint(self, saved: list[dict] | None, may_grow: bool = False) -> None:
-        """ConfigError (one line, naming the first file that differs) unless the files are those a resume state was
-        saved over."""
-        change = self.changed(saved, may_grow)
+    def check_fingerprints(self, saved: dict | None, may_grow: bool = False) -> None:
+        """ConfigError (one line, naming the first file that differs) unless every node's files are those a resume
+        state's `fingerprint_tree()` recorded (or, below a source that `grows`, those and more after them)."""
+        if saved is None:
+            return
+        may_grow = may_grow or self.grows
+        change = self.changed(saved.get("files"), may_grow)
         if change is not None:
             raise ConfigError(f"the resume state was saved over other data ({change}): resume over the same data, or "
                               "start without the state")
+        for child, child_saved in zip(self.children, saved.get("children") or []):
+            child.check_fingerprints(child_saved, may_grow)
 
     def local_files(self) -> list[str]:
         """Files on this machine the source reads (their pages are dropped for a cold `fwe measure` run)."""
-        return []
+        return [path for child in self.children for path in child.local_files()]
 
     # -- records (fwe bootstrap) -----------------------------------------------------------------------------------
     def records(self, shard: Shard, start: dict | None = None, all_fields: bool = False,

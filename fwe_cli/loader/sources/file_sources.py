@@ -7,25 +7,36 @@ and its artifacts say it is one. A token directory is sources.token_dir.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from fwe_cli.errors import SourceError
+from fwe_cli.errors import SettingError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.base import Order, Source
-from fwe_cli.loader.sources.local import JSONL_SUFFIXES, iter_local, scan_jsonl, scan_parquet, scan_txt
+from fwe_cli.loader.sources.local import JSONL_SUFFIXES, FilePosition, iter_local, scan_jsonl, scan_parquet, scan_txt
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, resolve_files
 from fwe_cli.loader.sources.records import Records
 
 
-class LocalPath(Source):
-    """What every reader of a --local-path shares: the spec field, listing once, and the files' fingerprint."""
+@dataclass(frozen=True)
+class LocalOptions:
+    local_path: str | None = None
+    """A JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory."""
 
-    fields = ("local_path",)
-    required = ("local_path",)
+    def __post_init__(self) -> None:
+        if not isinstance(self.local_path, str) or not self.local_path:
+            raise SettingError(lambda n: f"source 'local' needs {n('local_path')} (a file, directory, glob, bootstrap "
+                                         f"or token directory), got {self.local_path!r}")
+
+
+class LocalPath(Source):
+    """What every reader of a --local-path shares: the option, listing once, and the files' fingerprint."""
+
+    Options = LocalOptions
 
     @classmethod
     def where(cls, spec) -> str:
-        return str(spec.local_path)
+        return str(spec.options.local_path)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         if self.files:
@@ -35,7 +46,7 @@ class LocalPath(Source):
         self.files = self.list_files()
 
     def list_files(self) -> list[str]:
-        return resolve_files(self.spec.local_path, allow_partial=self.options.allow_partial,
+        return resolve_files(self.spec.options.local_path, allow_partial=self.options.allow_partial,
                              verify_parts=self.options.verify_parts)
 
     def fingerprint(self) -> list[dict]:
@@ -51,14 +62,16 @@ class LocalPath(Source):
         return list(self.files)
 
     def describe(self) -> dict:
-        return {"kind": self.spec.kind, "path": self.spec.local_path, "files": len(self.files),
+        return {"kind": self.spec.kind, "path": self.spec.options.local_path, "files": len(self.files),
                 "bad_records": self.bad.to_dict()}
 
 
 class LocalFiles(LocalPath):
     """JSONL, TXT and parquet files: every document of each file, files in path order."""
 
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+    position_type = FilePosition
+
+    def documents(self, epoch: int, at: FilePosition | None, order: Order) -> Iterator[tuple[Document, FilePosition]]:
         return iter_local(order(self.files, epoch), self.bad, self.options.strict, at)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
@@ -70,7 +83,7 @@ class BootstrapDir(LocalFiles):
 
     @classmethod
     def found(cls, spec, options) -> "BootstrapDir | None":
-        return cls(spec, options) if bootstrap_manifest_path(spec.local_path) is not None else None
+        return cls(spec, options) if bootstrap_manifest_path(spec.options.local_path) is not None else None
 
     def describe(self) -> dict:
         return dict(super().describe(), bootstrap=True)
@@ -88,7 +101,7 @@ class LocalRecords(Records):
     def _open(self) -> None:
         super()._open()
         if self.file > len(self.files):
-            raise SourceError(f"saved position names file #{self.file} but {self.source.spec.local_path} has "
+            raise SourceError(f"saved position names file #{self.file} but {self.source.where(self.source.spec)} has "
                               f"{len(self.files)} files")
 
     def position(self) -> dict:

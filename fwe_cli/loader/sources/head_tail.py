@@ -1,14 +1,16 @@
-"""A bootstrap of the Hub read from disk, continued from the Hub (`--local-path BOOTSTRAP --tail hub`): the Hub's
-own document stream, with every document the bootstrap holds served from its parts.
+"""A bootstrap of the Hub read from disk, continued from the Hub (`--local-path BOOTSTRAP --tail hub`): a composite
+source whose child is the bootstrap (its parts) and whose stream is the Hub's own, with every document the bootstrap
+holds served from its parts.
 
 `fwe bootstrap` from the Hub records in its manifest the listing it read (`hub_listing`, at the pinned `revision`),
 where each parquet file's documents start in the parts (`hub_files[].first`: part, byte offset, line) and the first
 document it did not write (`hub_next`: file, row group, row). The stream is the Hub's, file by file in the epoch's
 order (shuffled like the Hub's): the rows of a file the bootstrap holds come from its parts, the rest from the Hub by
 range reads (hub_parquet), from `hub_next` in the file where it stopped. So for every shard and shuffle the
-documents are exactly `--source hub --revision REV`'s, and the cursor is one: a position is ("L", file, part, offset,
-line) in a file's local rows or ("H", file, row group, row) in its Hub rows (file: its place in the epoch's order),
-and a position in the tail reopens the Hub there without reading the parts.
+documents are exactly `--source hub --revision REV`'s, and the cursor is one: a `HeadTailPosition` holds the file's
+place in the epoch's order and the position in it of the part it is in (the parts' FilePosition in the head, a
+HubRowPosition in the tail); a position in the tail reopens the Hub there without reading the parts. Documents carry
+their segment ('head' or 'tail'); each batch is counted by the segment it came from (`on_batch`, `figures`).
 
 The Hub reader opens with the epoch (its listing comes from the manifest: no request) and its read-ahead starts with
 the consumer's second batch, so footers and the first row groups of the tail are fetched while the head is served.
@@ -18,40 +20,68 @@ When the tail cannot be read (the Hub down or offline), the head is served in fu
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterator
 
+from fwe_cli.artifacts import utc_iso
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.base import Order
-from fwe_cli.loader.sources.file_sources import LocalPath
-from fwe_cli.loader.sources.hub_source import iter_hub
-from fwe_cli.loader.sources.local import iter_local
+from fwe_cli.loader.sources.base import Emit, Order, Source
+from fwe_cli.loader.sources.file_sources import BootstrapDir
+from fwe_cli.loader.sources.head_tail_map import where_rows_are
+from fwe_cli.loader.sources.hub_source import HubRowPosition, iter_hub
+from fwe_cli.loader.sources.local import FilePosition
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, read_manifest
+from fwe_cli.loader.sources.position import Position
 
-HEAD, TAIL = "L", "H"
+HEAD, TAIL = "head", "tail"
+
+
+@dataclass(frozen=True, slots=True)
+class HeadTailPosition(Position, name="head_tail"):
+    """In the stream's file `file` (its place in the epoch's order): `at`, a FilePosition in the bootstrap's parts or
+    a HubRowPosition in the file's Hub rows."""
+
+    file: int
+    at: Position
+
+    def check(self) -> None:
+        Position.check(self)  # (a slotted dataclass's methods cannot call super() bare)
+        if not isinstance(self.at, (FilePosition, HubRowPosition)):
+            raise ValueError(f"at must be a file or hub_row position, got {self.at.name}")
 
 
 class TailUnreachable(SourceError):
     """The Hub tail of a bootstrap could not be read where the local copy ends."""
 
 
-class HeadTail(LocalPath):
+class HeadTail(Source):
     """A Hub bootstrap's parts, then the Hub (see the module docstring)."""
 
-    fields = ("local_path", "tail")
+    children_allowed = (1, 1)
+    position_type = HeadTailPosition
     uses_hub = True
     grows = True  # parts appended (--grow, an extended bootstrap) move no position: the epoch order is the listing's
 
     @classmethod
-    def accepts(cls, spec) -> bool:
-        return spec.tail is not None
+    def check_spec(cls, spec) -> None:
+        super().check_spec(spec)
+        if spec.children[0].kind != "local":
+            raise ConfigError(f"--tail hub continues a bootstrap read from disk: give --local-path BOOTSTRAP_DIR, not "
+                              f"--source {spec.children[0].kind}")
 
     @classmethod
     def where(cls, spec) -> str:
-        return f"{spec.local_path} then the Hub"
+        return f"{spec.children[0].options.local_path} then the Hub"
+
+    @classmethod
+    def make_child(cls, spec, options) -> Source:
+        return BootstrapDir(spec, options)  # the parts as text, even where token shards were made from them
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
+        self.head = self.children[0]
+        """The bootstrap's parts."""
         self.manifest: dict | None = None
         self.listing = None
         self.head_docs = 0
@@ -63,12 +93,14 @@ class HeadTail(LocalPath):
         self._tail_starts: list[tuple[int, int]] = []  # ... and the (row group, row) it reads each from
         self.growth = None
         """With --grow: the bootstrap's grower (sources.growth), which holds its lock while this source is open."""
+        self._batches = {HEAD: 0, TAIL: 0}
+        self._boundary: dict | None = None
 
     # -- opening ---------------------------------------------------------------------------------------------------
     def open(self, set_stage: Callable[[str], None]) -> None:
         if self.manifest is not None:
             return
-        path = self.spec.local_path
+        path = self.head.spec.options.local_path
         set_stage(f"opening source (listing the bootstrap {path} and its Hub tail)")
         manifest_path = bootstrap_manifest_path(path)
         if manifest_path is None:
@@ -79,14 +111,11 @@ class HeadTail(LocalPath):
             raise ConfigError(f"--tail hub continues a bootstrap of the Hub from where it stopped; {manifest_path} "
                               f"(source {manifest.get('source') if isinstance(manifest, dict) else None!r}) records "
                               "no Hub listing and position: make it with `fwe bootstrap --source hub` (native reader)")
-        self.files = self.list_files()  # parts checked against the manifest (size; sha256 with --verify-parts)
-        from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
-
-        self.listing = HubListing(manifest["dataset"], manifest["config"], manifest["split"], manifest["revision"],
-                                  tuple(HubFile(f["path"], f["bytes"], f.get("sha256")) for f in manifest["hub_listing"]))
+        self.head.open(set_stage)  # parts checked against the manifest (size; sha256 with --verify-parts)
+        self.files = self.head.files
+        self.listing, self.local, self.hub_from = where_rows_are(manifest, len(self.files))
         self.revision = manifest["revision"]
         self.manifest = manifest
-        self._plan_files()
 
     def _start_growth(self, path: str) -> dict | None:
         """Take the bootstrap's lock for growing it; its manifest read under the lock (None: not growing)."""
@@ -95,32 +124,14 @@ class HeadTail(LocalPath):
         self.growth = Growth(path)
         return self.growth.start()
 
-    def _plan_files(self) -> None:
-        """Per listing file: its rows in the parts ((part, offset, line) start and end) and where its Hub rows begin
-        ((row group, row), or None when the parts hold it whole)."""
-        held = sorted((f["index"], tuple(f["first"][k] for k in ("part", "offset", "line")))
-                      for f in self.manifest["hub_files"] if isinstance(f.get("first"), dict))
-        stop = self.manifest.get("hub_next")
-        end_of_parts = (len(self.files), 0, 0)
-        self.local: dict[int, tuple[tuple, tuple]] = {}
-        for (index, first), following in zip(held, held[1:] + [(None, end_of_parts)]):
-            self.local[index] = (first, following[1])
-        self.hub_from: dict[int, tuple[int, int] | None] = {}
-        for index in range(len(self.listing.files)):
-            if stop is not None and index == stop["file"]:
-                self.hub_from[index] = (stop["group"], stop["row"])
-            elif index in self.local:
-                self.hub_from[index] = None  # held whole (a node's bootstrap holds only its files: the others are
-            else:                            # the Hub's from their start, as are the files after where it stopped)
-                self.hub_from[index] = (0, 0)
-
     # -- reading ---------------------------------------------------------------------------------------------------
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+    def documents(self, epoch: int, at: HeadTailPosition | None,
+                  order: Order) -> Iterator[tuple[Document, HeadTailPosition]]:
         files = order(list(range(len(self.listing.files))), epoch)
-        begin = at[1] if at else 0
-        in_tail = at is not None and at[0] == TAIL
+        begin = at.file if at else 0
+        in_tail = at is not None and isinstance(at.at, HubRowPosition)
         hub = [(n, files[n]) for n in range(begin, len(files)) if self.hub_from[files[n]] is not None]
-        starts = [(at[2], at[3]) if in_tail and n == begin else self.hub_from[i] for n, i in hub]
+        starts = [(at.at.group, at.at.row) if in_tail and n == begin else self.hub_from[i] for n, i in hub]
         self._open_tail([i for _, i in hub], starts)
         return self._walk(files, begin, at, hub)
 
@@ -145,38 +156,38 @@ class HeadTail(LocalPath):
         if indices:
             self._reader.start_reading()
 
-    def _walk(self, files: list[int], begin: int, at: tuple | None,
-              hub: list[tuple[int, int]]) -> Iterator[tuple[Document, tuple]]:
+    def _walk(self, files: list[int], begin: int, at: HeadTailPosition | None,
+              hub: list[tuple[int, int]]) -> Iterator[tuple[Document, HeadTailPosition]]:
         tail_of = {n: j for j, (n, _i) in enumerate(hub)}
         for n in range(begin, len(files)):
             index = files[n]
-            if index in self.local and not (at and at[0] == TAIL and n == begin):
-                start = tuple(at[2:]) if at and n == begin else self.local[index][0]
+            if index in self.local and not (at and isinstance(at.at, HubRowPosition) and n == begin):
+                start = at.at if at and n == begin else FilePosition(*self.local[index][0])
                 yield from self._head(n, index, start, self.local[index][1])
             if n in tail_of:
                 yield from self._tail(n, tail_of[n])
 
-    def _head(self, n: int, index: int, start: tuple, end: tuple) -> Iterator[tuple[Document, tuple]]:
-        """Listing file `index`'s rows in the parts (the stream's file `n`), from `start` up to `end` (each a (part,
+    def _head(self, n: int, index: int, start: FilePosition, end: tuple) -> Iterator[tuple[Document, HeadTailPosition]]:
+        """Listing file `index`'s rows in the parts (the stream's file `n`), from `start` up to `end` (a (part,
         offset, line) position)."""
-        for doc, (part, offset, line) in iter_local(self.files, self.bad, self.options.strict, start):
-            if (part, offset) > end[:2]:
+        for doc, after in self.head.documents(0, start, _as_listed):
+            if (after.file, after.offset) > end[:2]:
                 return
             self.head_docs += 1
-            doc.origin = "head"
-            last = (part, offset) == end[:2]
+            doc.segment = HEAD
+            last = (after.file, after.offset) == end[:2]
             continues = self.hub_from[index] if last else None
             # after the file's last local row, where its Hub rows begin: a position there reads no part again
-            yield doc, (HEAD, n, part, offset, line) if continues is None else (TAIL, n, *continues)
+            yield doc, HeadTailPosition(n, after if continues is None else HubRowPosition(n, *continues))
             if last:
                 return
 
-    def _tail(self, n: int, j: int) -> Iterator[tuple[Document, tuple]]:
+    def _tail(self, n: int, j: int) -> Iterator[tuple[Document, HeadTailPosition]]:
         """The Hub rows of reader file `j` (the stream's file `n`), as Documents."""
         for doc, (group, row) in iter_hub(self._rows(j), self.listing.repo, self.bad, self.options.strict):
             self.tail_docs += 1
-            doc.origin = "tail"
-            yield doc, (TAIL, n, group, row)
+            doc.segment = TAIL
+            yield doc, HeadTailPosition(n, HubRowPosition(n, group, row))
 
     def _rows(self, j: int) -> Iterator[tuple[dict, tuple]]:
         """Rows of reader file `j` with their (row group, row) after them, up to the file's last row group."""
@@ -193,7 +204,7 @@ class HeadTail(LocalPath):
                     self._reader.read_ahead_now()
                     continue
                 raise TailUnreachable(
-                    f"the Hub tail of {self.spec.local_path} cannot be read ({exc}): the local copy was served in "
+                    f"the Hub tail of {self.head.spec.options.local_path} cannot be read ({exc}): the local copy was served in "
                     f"full, {self.head_docs} documents; a state saved now (--save-state, loader.state_dict()) resumes "
                     "into the tail once the Hub is back") from exc
             number, group, columns, last = item
@@ -224,19 +235,49 @@ class HeadTail(LocalPath):
         if self.growth is not None:
             self.growth.close()
 
+    # -- per-segment figures ---------------------------------------------------------------------------------------
+    def on_batch(self, segment: Hashable, step: int, fetch_s: float, emit: Emit) -> dict:
+        """Count the batch by its segment; the first tail batch is the boundary (a `fineweb_tail_started` line)."""
+        if segment not in self._batches:
+            return {}
+        self._batches[segment] += 1
+        if segment == TAIL and self._boundary is None:
+            self._boundary = {"step": step, "fetch_ms": round(fetch_s * 1000, 3), "iso": utc_iso(),
+                              "head_documents": self.head_docs}
+            emit("fineweb_tail_started", step=step, dt_fetch_s=round(fetch_s, 6), head_documents=self.head_docs)
+        return {"part": segment}
+
+    def figures(self) -> dict | None:
+        """{head_batches, tail_batches, boundary} (None before the first batch)."""
+        if not any(self._batches.values()):
+            return None
+        return {"head_batches": self._batches[HEAD], "tail_batches": self._batches[TAIL], "boundary": self._boundary}
+
     # -- identity --------------------------------------------------------------------------------------------------
     def describe(self) -> dict:
         manifest = self.manifest or {}
         grown = {"grown": self.growth.describe()} if self.growth is not None else {}
-        return dict(super().describe(), tail=self.spec.tail, dataset=manifest.get("dataset"),
-                    revision=self.revision, head_documents=self.head_docs, tail_documents=self.tail_docs, **grown)
+        return {"kind": self.spec.kind, "path": self.head.spec.options.local_path, "files": len(self.head.files),
+                "tail": "hub", "dataset": manifest.get("dataset"), "revision": self.revision,
+                "head_documents": self.head_docs, "tail_documents": self.tail_docs,
+                "bad_records": self.bad.to_dict(), **grown}
 
     def pinned(self) -> dict:
-        """The path and the Hub commit the bootstrap read (from its manifest when not opened yet: a resume state's
-        check)."""
+        """The Hub commit the bootstrap read (from its manifest when not opened yet: a resume state's check)."""
         revision = self.revision
         if revision is None:
-            manifest_path = bootstrap_manifest_path(self.spec.local_path)
+            manifest_path = bootstrap_manifest_path(self.head.spec.options.local_path)
             manifest = read_manifest(manifest_path) if manifest_path else None
             revision = manifest.get("revision") if isinstance(manifest, dict) else None
-        return dict(super().pinned(), revision=revision)
+        return {"revision": revision}
+
+    def legacy_position(self, values: list) -> HeadTailPosition:
+        """A position saved by fwe before typed positions: ["L", file, part, offset, line] or ["H", file, group,
+        row]."""
+        part, n, *rest = values
+        return HeadTailPosition(n, FilePosition(*rest) if part == "L" else HubRowPosition(n, *rest))
+
+
+def _as_listed(files: list, epoch: int) -> list:
+    """The parts in their own order: the listing's order is the stream's, the parts are read by position."""
+    return files

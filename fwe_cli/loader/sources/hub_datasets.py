@@ -8,6 +8,7 @@ HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselve
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import orjson
@@ -17,6 +18,7 @@ from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
+from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
@@ -80,13 +82,20 @@ def hub_rows(stream, dataset: str, bad: BadRecords, strict: bool, rows: int = 0)
         bad.reject(f"{dataset}#row{rows}", bad_text_reason(text), strict)
 
 
-def datasets_rows(stream, rows: int = 0) -> Iterator[tuple[dict, tuple]]:
-    """A `datasets` stream's rows with their position: (rows read,). A stream opened at a position skips that many
-    rows (`IterableDataset.skip`, which reads them: the `datasets` reader resumes in O(rows), the native one not)."""
+@dataclass(frozen=True, slots=True)
+class DatasetsRowPosition(Position, name="datasets_row"):
+    """Rows of the `datasets` stream read so far."""
+
+    rows: int
+
+
+def datasets_rows(stream, rows: int = 0) -> Iterator[tuple[dict, DatasetsRowPosition]]:
+    """A `datasets` stream's rows with their position. A stream opened at a position skips that many rows
+    (`IterableDataset.skip`, which reads them: the `datasets` reader resumes in O(rows), the native one not)."""
     if rows:
         stream = stream.skip(rows)
     for rows, row in enumerate(stream, start=rows + 1):
-        yield row, (rows,)
+        yield row, DatasetsRowPosition(rows)
 
 
 class HubDatasets(HubSource):
@@ -96,22 +105,24 @@ class HubDatasets(HubSource):
     shuffle_refusal = ("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for stream "
                        "order): drop --hub-reader datasets or the shuffle")
     heavy_imports = ("datasets",)
+    position_type = DatasetsRowPosition
 
     @classmethod
     def accepts(cls, spec) -> bool:
-        return spec.hub_reader == "datasets"
+        return spec.options.hub_reader == "datasets"
 
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
-        spec = self.spec
-        stream = open_hub_stream(spec.dataset, spec.name, spec.split, spec.revision)
-        rows = at[0] if at else 0
-        return iter_hub(datasets_rows(stream, rows), spec.dataset, self.bad, self.options.strict, counted=rows)
+    def documents(self, epoch: int, at: DatasetsRowPosition | None,
+                  order: Order) -> Iterator[tuple[Document, DatasetsRowPosition]]:
+        o = self.spec.options
+        stream = open_hub_stream(o.dataset, o.name, o.split, o.revision)
+        rows = at.rows if at else 0
+        return iter_hub(datasets_rows(stream, rows), o.dataset, self.bad, self.options.strict, counted=rows)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
-        set_stage(f"opening source (Hub handshake, metadata and file listing for {self.spec.dataset})")
+        set_stage(f"opening source (Hub handshake, metadata and file listing for {self.spec.options.dataset})")
 
     def latest_revision(self) -> str | None:
-        return hub_revision(self.spec.dataset)
+        return hub_revision(self.spec.options.dataset)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return HubRecords(self, shard, start, all_fields, bad)
@@ -129,7 +140,7 @@ class HubRecords(Records):
         self._stateful = False
 
     def _open(self) -> None:
-        spec = self.source.spec
+        spec = self.source.spec.options
         try:
             stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
                                      all_columns=self.all_fields)
@@ -153,6 +164,10 @@ class HubRecords(Records):
             self._stateful = hasattr(stream, "state_dict")
         self._stream = stream
 
+    @property
+    def revision(self) -> str | None:
+        return self.source.spec.options.revision
+
     def position(self) -> dict:
         state = None
         if self._stateful:
@@ -164,7 +179,7 @@ class HubRecords(Records):
         return {"index": self.index, "rows": self.rows, "state": state}
 
     def _records(self) -> Iterator[tuple[dict, None]]:
-        spec = self.source.spec
+        spec = self.source.spec.options
         index = self.index
         for row, rows in hub_rows(self._stream, spec.dataset, self.bad, self.strict, rows=self.rows):
             owned = self.shard.owns(index)

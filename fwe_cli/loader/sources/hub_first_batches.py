@@ -2,11 +2,12 @@
 hands them over without a tokenizer, a parquet decoder or the rows: what a warm start's first batch needs is then the
 interpreter, this file and the listing's one request (which confirms the commit they were made from).
 
-    first = FirstBatches(config, spec, tokenizer_spec)    # None-like (`usable` False) when nothing can be kept
+    first = FirstBatches(config, tokenizer_spec, source)  # `usable` False when nothing can be kept
     first.candidate                                       # an entry for the commit the branch pointed at last time
-    if first.confirm(source):                             # the listing is resolved: still that commit?
-        for batch, position in first.replay(pipeline): ...
-    else: ... first.record(pipeline, batch, position)     # the first FIRST_BATCHES batches of a run are kept
+    if first.confirm():                                   # the source is open: still that commit?
+        tokenizer = first.stand_in(load)                  # described from the entry until the first encode
+        for batch, position, frontier, docs, tokens in first.entries(): ...
+    else: ... first.record(batch, position, ...)          # the first FIRST_BATCHES batches of a run are kept
 
 An entry is keyed by everything the batches depend on: the listing (its folder: repo, commit, config, split), the
 tokenizer's bytes (sha256 of its tokenizer.json), the tokenizer backend setting, the batch shape, the shard, the
@@ -25,8 +26,11 @@ from typing import Callable
 
 import orjson
 
+from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
+from fwe_cli.loader.tokenization.names import described
+
 FIRST_BATCHES = 4  # batches kept per key: a smoke's default 3 and one more
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 GRACE_S = 0.25  # after the kept batches: how long the producer waits for the consumer before loading the tokenizer
 
 
@@ -83,11 +87,12 @@ class LazyTokenizer:
 class FirstBatches:
     """The kept first batches of one fresh, unshuffled native Hub stream (`usable` False for any other)."""
 
-    def __init__(self, config, tokenizer_spec: str):
+    def __init__(self, config, tokenizer_spec: str, source):
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
         from fwe_cli.loader.sources.hub_listing import cached_listing
 
-        spec = config.source
+        spec = config.source.options
+        self._source = source
         self.usable = bool(config.hub_cache and config.shuffle_seed is None)
         self.candidate = False
         """An entry exists for the commit the branch pointed at when it was last listed (the request decides)."""
@@ -120,34 +125,31 @@ class FirstBatches:
                 self.name = "batches-" + hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
         return self.name is not None
 
-    def confirm(self, source) -> bool:
+    def confirm(self) -> bool:
         """After the source is open: whether the kept entry is of the commit it reads (else it is not used)."""
-        self._head = source.head
-        if self._head is not None and self.candidate and source.revision == self._expected:
+        self._head = self._source.head
+        if self._head is not None and self.candidate and self._source.revision == self._expected:
             self._entry = _read(self._head.entry(self.name), self._shape)
         self.candidate = self._entry is not None
         return self.candidate
 
-    def replay(self, pipeline):
-        """(batch, position) of each kept batch, counted by the pipeline as made (a resume state after any of them
-        names the document it ended in: its recent batches say so), with a stand-in tokenizer; then, once the
-        consumer wants more, GRACE_S passed or the loader closes (`more`), the pipeline goes on right after the last
-        one."""
-        entry = self._entry
+    def stand_in(self, load: Callable[[], object]) -> LazyTokenizer:
+        """The tokenizer the kept batches were made with, described from the entry until its first encode, which
+        waits for `load()`."""
+        return LazyTokenizer(self._entry["tokenizer"], load)
+
+    def entries(self):
+        """(batch, position, frontier, documents, tokens) of each kept batch, in order: its position (a resume state
+        after it is exact), the document it ended in ([epoch, document, tokens of it delivered, its tokens]), and what
+        the run had read and produced that a resume from it does not read again."""
         self.usable = False  # nothing is kept from a run that began with kept batches
-        pipeline.tokenizer = LazyTokenizer(entry["tokenizer"], pipeline.load_tokenizer)
-        pipeline.mark("source_opened")
-        for record, batch in zip(entry["batches"], entry["arrays"]):
-            position = record["position"]
-            epoch, doc, delivered, tokens = record["frontier"]
-            # the frontier's form RecentBatches reads: documents doc-1 and doc, the batch ends `delivered` into doc
-            pipeline.recent.remember(position["doc"], (epoch, doc - 1, [position["skip"] - delivered, tokens]))
-            pipeline.docs, pipeline.tokens = record["docs"], record["tokens"]
-            pipeline.batches += 1
-            pipeline.mark("first_batch")
-            yield batch, position
-        self._more.wait(GRACE_S)  # a run of one batch ends without loading a tokenizer
-        pipeline.start, pipeline.documents.start = position, position["doc"]
+        for record, batch in zip(self._entry["batches"], self._entry["arrays"]):
+            position = {"doc": resume_from_json(record["position"]["doc"]), "skip": record["position"]["skip"]}
+            yield batch, position, record["frontier"], record["docs"], record["tokens"]
+
+    def wait_for_more(self) -> None:
+        """After the kept batches: until the consumer wants more, GRACE_S passed or the loader closes (`more`)."""
+        self._more.wait(GRACE_S)
 
     def describe(self) -> dict:
         """{"replayed": batches handed over from the cache, "kept": batches of this run kept for the next}."""
@@ -157,23 +159,22 @@ class FirstBatches:
         """The consumer wants more than its first batch, or the loader closes."""
         self._more.set()
 
-    def record(self, pipeline, batch, position: dict) -> None:
-        """Keep one of a run's first FIRST_BATCHES batches: taken now, written on a `fwe-keep-batches` thread (a run
-        may end after any batch; the tokenizer's hash, the document each batch ended in (which encodes that batch's
-        documents again) and the write stay off the way to the batch). A write that fails only costs the next warm
-        start its kept batches."""
+    def record(self, batch, position: dict, recent, tok, docs: int, tokens: int) -> None:
+        """Keep one of a run's first FIRST_BATCHES batches (`recent`: the pipeline's RecentBatches, `tok` its
+        tokenizer; `docs` and `tokens`: what the run read and produced that a resume from `position` does not read
+        again): taken now, written on a `fwe-keep-batches` thread (a run may end after any batch; the tokenizer's
+        hash, the document each batch ended in (which encodes that batch's documents again) and the write stay off
+        the way to the batch). A write that fails only costs the next warm start its kept batches."""
         if not self.usable or self._head is None or len(self._kept) >= FIRST_BATCHES:
             return
-        tok = pipeline.tokenizer
-        if tok is None or position.get("part") is not None:
+        if tok is None:
             self.usable = False
             return
         if not self._kept:  # what the stats say of the tokenizer, as it is now (its backend may change later)
-            self._described = {"name": tok.name, "backend": tok.backend, "vocab_size": tok.vocab_size,
-                               "eos_id": tok.eos_id, "backend_reason": getattr(tok, "backend_reason", None),
-                               "check_s": None}
-        self._kept.append((batch.astype("int32", copy=False).tobytes(), position, pipeline.docs, pipeline.tokens))
-        writer = threading.Thread(target=self._write, args=(pipeline.recent, len(self._kept)), name="fwe-keep-batches",
+            self._described = dict(described(tok), check_s=None)
+        held = recent.held(position)  # the documents it ended in, while the consumer has not moved past them
+        self._kept.append((batch.astype("int32", copy=False).tobytes(), position, docs, tokens, held))
+        writer = threading.Thread(target=self._write, args=(recent, len(self._kept)), name="fwe-keep-batches",
                                   daemon=True)
         writer.start()
         self._writers.append(writer)
@@ -183,12 +184,13 @@ class FirstBatches:
         with self._writing:
             if batches <= self._written or not self.usable or not self._named():
                 return
-            for _, position, docs, tokens in self._kept[len(self._records):batches]:
-                frontier = recent.frontier(position)  # None: its documents are no longer held (a producer far ahead)
+            for _, position, docs, tokens, held in self._kept[len(self._records):batches]:
+                frontier = recent.frontier_of(held, position)
                 if frontier is None:
                     self.usable = False
                     return
-                self._records.append({"position": position, "frontier": [int(v) for v in frontier], "docs": docs,
+                saved = {"doc": resume_to_json(position["doc"]), "skip": position["skip"]}
+                self._records.append({"position": saved, "frontier": [int(v) for v in frontier], "docs": docs,
                                       "tokens": tokens})
             header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": self._records[:batches],
                       "tokenizer": self._described}

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_background import InBackground, import_in_background
 from fwe_cli.loader.sources.base import Order
-from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
+from fwe_cli.loader.sources.hub_source import HubRowPosition, HubSource, iter_hub
 
 
 class HubNative(HubSource):
@@ -25,10 +25,11 @@ class HubNative(HubSource):
 
     copies_whole_files = True
     lists_hub_files = True
+    position_type = HubRowPosition
 
     @classmethod
     def accepts(cls, spec) -> bool:
-        return spec.hub_reader == "native"
+        return spec.options.hub_reader == "native"
 
     @classmethod
     def start_early(cls, spec, options) -> None:
@@ -42,7 +43,7 @@ class HubNative(HubSource):
         global _early
         if offline():
             return
-        started = Listing(spec, options.use_cache)
+        started = Listing(spec, options.hub_cache)
         with _early_lock:
             _early = started
 
@@ -66,8 +67,8 @@ class HubNative(HubSource):
             return
         with _early_lock:
             early, _early = _early, None
-        self._listing = early if early is not None and early.key == _key(self.spec, self.options.use_cache) \
-            else Listing(self.spec, self.options.use_cache)
+        self._listing = early if early is not None and early.key == _key(self.spec, self.options.hub_cache) \
+            else Listing(self.spec, self.options.hub_cache)
         self._warm = self._listing.warm
 
     def open(self, set_stage: Callable[[str], None]) -> None:
@@ -79,9 +80,10 @@ class HubNative(HubSource):
         self.prepare()
         self.listing = self._listing.result(set_stage)
         self.revision, self.files = self.listing.revision, [f.path for f in self.listing.files]
-        self.head = HeadCache(self.listing) if self.options.use_cache else None
+        self.head = HeadCache(self.listing) if self.options.hub_cache else None
 
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+    def documents(self, epoch: int, at: HubRowPosition | None,
+                  order: Order) -> Iterator[tuple[Document, HubRowPosition]]:
         """The rows of the epoch's files in `datasets` order (or the epoch's shuffled one) from `at`; the read-ahead
         thread of the previous epoch's reader is stopped."""
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
@@ -89,18 +91,19 @@ class HubNative(HubSource):
         listing = dataclasses.replace(self.listing, files=tuple(order(list(self.listing.files), epoch)))
         if self._reader is not None:
             self._reader.close()
-        self._reader = HubParquetReader(listing, head=self.head, start=at or (0, 0, 0))
+        start = (at.file, at.group, at.row) if at is not None else (0, 0, 0)
+        self._reader = HubParquetReader(listing, head=self.head, start=start)
         if self._warm and not self._reader.starts_from_cache():
             import_in_background("pyarrow.parquet")
         self._warm = True  # later epochs: pyarrow is loaded by now
-        return iter_hub(iter_rows(self._reader), self.spec.dataset, self.bad, self.options.strict)
+        return iter_hub(iter_rows(self._reader), self.spec.options.dataset, self.bad, self.options.strict)
 
     def first_batches(self, config, tokenizer: str):
         """The first batches earlier runs kept for this stream (hub_first_batches), or None when none can be: what
         the pipeline replays when the listing confirms their commit, and where it keeps a run's own."""
         from fwe_cli.loader.sources.hub_first_batches import FirstBatches
 
-        first = FirstBatches(config, tokenizer)
+        first = FirstBatches(config, tokenizer, self)
         self._first = first if first.usable else None
         return self._first
 
@@ -130,7 +133,8 @@ def _key(spec, use_cache: bool) -> tuple:
     """What a listing depends on: the stream, the cache's use, and where the Hub and the cache are."""
     from fwe_cli.loader.hub_env import endpoint, hub_cache_dir
 
-    return spec.dataset, spec.name, spec.split, spec.revision, use_cache, endpoint(), hub_cache_dir()
+    o = spec.options
+    return o.dataset, o.name, o.split, o.revision, use_cache, endpoint(), hub_cache_dir()
 
 
 class Listing:
@@ -145,19 +149,20 @@ class Listing:
         from fwe_cli.loader.hub_http import preconnect
         from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
 
+        o = spec.options
         self.key = _key(spec, use_cache)
-        self.warm = use_cache and listed_before(spec.dataset, spec.revision)
+        self.warm = use_cache and listed_before(o.dataset, o.revision)
         self._said: str | None = None
         self._stage: Callable[[str], None] | None = None
         self._lock = threading.Lock()
-        self._where = (spec.dataset, spec.name)
+        self._where = (o.dataset, o.name)
         footer = None
         if not self.warm and not offline():  # a first listing: two connections (a warm one needs only its HEAD's)
             preconnect(endpoint(), COLD_CONNECTIONS)
-            footer = FooterAhead(spec.dataset) if use_cache else None
+            footer = FooterAhead(o.dataset) if use_cache else None
 
         def resolve():
-            listing = resolve_listing(spec.dataset, spec.name, spec.split, spec.revision, use_cache=use_cache,
+            listing = resolve_listing(o.dataset, o.name, o.split, o.revision, use_cache=use_cache,
                                       set_stage=self._say, first_file=footer and footer.start)
             if footer is not None:
                 footer.keep(listing)

@@ -23,6 +23,7 @@ from fwe_cli.loader.sources.hub_head_cache import HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_ranges import Ranges, column_span, fetch_range, parquet_footer
+from fwe_cli.loader.sources.hub_source import HubRowPosition
 
 READ_AHEAD_GROUPS = 4
 GATE_POLL_S = 0.05  # how often a gated read re-checks its condition (it is also woken when the condition changes)
@@ -207,13 +208,13 @@ class HubParquetReader:
             self._gate.notify_all()
 
 
-def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, tuple]]:
+def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, HubRowPosition]]:
     """The reader's rows as ({'text': ..., 'id': ...} (the columns it has), position after the row), in file and row
-    order from the reader's start; a position is (file number, row group, rows of that group read)."""
+    order from the reader's start."""
     for number, group, columns, _last in reader:
         names = list(columns)
         first_group, first_row = reader.begins_at(number)
         skip = first_row if group == first_group else 0
         for row, values in enumerate(zip(*columns.values()), start=1):
             if row > skip:
-                yield dict(zip(names, values)), (number, group, row)
+                yield dict(zip(names, values)), HubRowPosition(number, group, row)

@@ -1,38 +1,78 @@
-"""What both Hub readers share: the spec fields, the artifacts' record, the commit a resume pins, and turning rows
-into Documents (a row whose `text` is not a string is a bad record). The readers: hub_native (range reads, the
+"""What both Hub readers share: the kind's options, the artifacts' record, the commit a resume pins, and turning rows
+into Documents (a row whose `text` is not a string is a bad record); and the position of a row in a listing's parquet
+files, which the native reader and a bootstrap's Hub tail both read. The readers: hub_native (range reads, the
 default) and hub_datasets (`datasets` streaming, the reference; same documents in the same order)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
+from fwe_cli.errors import SettingError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Source
+from fwe_cli.loader.sources.position import Position
+
+HUB_READERS = ("native", "datasets")
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    dataset: str = "HuggingFaceFW/fineweb-edu"
+    """The dataset repository id."""
+    name: str | None = "sample-10BT"
+    """The dataset config name."""
+    split: str = "train"
+    """The split to stream."""
+    revision: str | None = None
+    """A branch, tag or commit sha to read (None: main); artifacts record the commit read."""
+    hub_reader: str = "native"
+    """'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the reference; same
+    documents in the same order)."""
+
+    def __post_init__(self) -> None:
+        if self.hub_reader not in HUB_READERS:
+            raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
+                                         f"got {self.hub_reader!r}")
+        for name in ("dataset", "split"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise SettingError(lambda n, name=name: f"{n(name)} must name a Hub {name}, got "
+                                                        f"{getattr(self, name)!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class HubRowPosition(Position, name="hub_row"):
+    """Just after row `row` (counted from 1) of row group `group` of file `file` (its place in the epoch's order)."""
+
+    file: int
+    group: int
+    row: int
 
 
 class HubSource(Source):
     """A dataset config's split on the Hugging Face Hub (or any HF_ENDPOINT)."""
 
-    fields = ("dataset", "name", "split", "hub_reader")
+    Options = HubOptions
+    adopts = ("revision",)
     uses_hub = True
 
     @classmethod
     def where(cls, spec) -> str:
-        return spec.dataset
+        return spec.options.dataset
 
     def describe(self) -> dict:
-        spec = self.spec
-        return {"kind": spec.kind, "dataset": spec.dataset, "name": spec.name, "split": spec.split,
-                "reader": spec.hub_reader, "revision": self.revision or spec.revision, "bad_records": self.bad.to_dict()}
+        o = self.spec.options
+        return {"kind": self.spec.kind, "dataset": o.dataset, "name": o.name, "split": o.split,
+                "reader": o.hub_reader, "revision": self.revision or o.revision, "bad_records": self.bad.to_dict()}
 
     def pinned(self) -> dict:
-        """The spec's fields and the commit read: a resume reads that commit again, whatever its branch is now."""
-        return dict(super().pinned(), revision=self.revision or self.spec.revision)
+        """The spec's options and the commit read: a resume reads that commit again, whatever its branch is now."""
+        return dict(super().pinned(), revision=self.revision or self.spec.options.revision)
 
 
-def iter_hub(rows: Iterator[tuple[dict, tuple]], dataset: str, bad: BadRecords, strict: bool,
-             counted: int = 0) -> Iterator[tuple[Document, tuple]]:
+def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords, strict: bool,
+             counted: int = 0) -> Iterator[tuple[Document, object]]:
     """(document, position after it) for the good rows of `rows` ((row, position after it) pairs from either Hub
     reader), unsharded; `counted` rows came before. A row whose `text` is not a string is counted in `bad` as
     `{dataset}#row{n}` (or raises with `strict`); a row without a string `id` is named `{dataset}#{row index}`."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import orjson
@@ -25,6 +26,7 @@ import orjson
 from fwe_cli.errors import FweError, InputError, SourceError, os_error_line
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
+from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.local_files import (  # noqa: F401  (the names callers import from here)
     JSONL_SUFFIXES, MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, SUPPORTED_SUFFIXES, read_manifest, resolve_files,
 )
@@ -145,14 +147,22 @@ def scan_parquet(
             bad.reject(f"{path}:row{row}", bad_text_reason(text), strict)
 
 
-def iter_local(files: list[str], bad: BadRecords, strict: bool,
-               start: tuple | None = None) -> Iterator[tuple[Document, tuple]]:
-    """(document, position just after it) for every document of `files` in order (unsharded), from `start`.
+@dataclass(frozen=True, slots=True)
+class FilePosition(Position, name="file"):
+    """Just after a document of local files: the file's number in the epoch's order, then for JSONL/TXT the byte
+    offset after the record and its line number, for parquet the rows read (twice)."""
 
-    A position is (file number, then for JSONL/TXT the byte offset after the record and its line number, for parquet
-    the rows read twice): a stream opened at it continues with the next document without reading what came before
-    (a .gz is decompressed from its start up to the offset)."""
-    first, begin, lineno = start or (0, 0, 0)
+    file: int
+    offset: int
+    line: int
+
+
+def iter_local(files: list[str], bad: BadRecords, strict: bool,
+               start: FilePosition | None = None) -> Iterator[tuple[Document, FilePosition]]:
+    """(document, position just after it) for every document of `files` in order (unsharded), from `start`: a stream
+    opened at a position continues with the next document without reading what came before (a .gz is decompressed
+    from its start up to the offset)."""
+    first, begin, lineno = (start.file, start.offset, start.line) if start is not None else (0, 0, 0)
     for number in range(first, len(files)):
         path = files[number]
         at, line = (begin, lineno) if number == first else (0, 0)
@@ -161,12 +171,13 @@ def iter_local(files: list[str], bad: BadRecords, strict: bool,
         if path.endswith(JSONL_SUFFIXES):
             for record, text, line, end, _raw in scan_jsonl(path, bad, strict, at, line):
                 rid = record.get("id")
-                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{line}"), (number, end, line)
+                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{line}"), \
+                    FilePosition(number, end, line)
         elif path.endswith(".txt"):
             for text, line, end in scan_txt(path, at, line):
-                yield Document(text=text, id=f"{path}:{line}"), (number, end, line)
+                yield Document(text=text, id=f"{path}:{line}"), FilePosition(number, end, line)
         else:
             for record, row in scan_parquet(path, bad, strict, start_row=at):
                 rid = record.get("id")
                 yield Document(text=record["text"], id=rid if isinstance(rid, str) else f"{path}:row{row}"), \
-                    (number, row, row)
+                    FilePosition(number, row, row)

@@ -8,8 +8,9 @@ documents whose position in that order the shard owns (i % mod == rem, or after 
 loader.elastic, which also says how many tokens of a document were delivered before: `Document.delivered`). So every
 rank sees a disjoint part of the same permutation, whatever its Q, doc batch or threads.
 
-Each kept document carries `resume`: {"epoch", "index" (the window's first index), "at" (the source position before
-the window), "k" (the document's place in the permuted window)}. `ordered(..., start=doc.resume)` yields that
+Each kept document carries `resume`: {"epoch", "index" (the window's first index), "at" (the source's position before
+the window, a sources.position value), "k" (the document's place in the permuted window)}; `resume_to_json` and
+`resume_from_json` are its JSON form. `ordered(..., start=doc.resume)` yields that
 document first: the window is read again from `at` (at most `window` documents) and permuted again, nothing before
 it is read.
 """
@@ -23,9 +24,10 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.elastic import ElasticPlan, plain
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.sources.position import Position, decode, encode
 
 T = TypeVar("T")
-Opener = Callable[[int, "tuple | None"], Iterator[tuple[Document, tuple]]]
+Opener = Callable[[int, "Position | None"], Iterator[tuple[Document, "Position"]]]
 
 
 def permuted(items: Sequence[T], *key: object) -> list[T]:
@@ -48,7 +50,7 @@ def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = N
         at = start.get("at") if first else None
         index = int(start.get("index", 0)) if first else 0
         skip = int(start.get("k", 0)) if first else 0
-        docs = open_at(epoch, tuple(at) if at is not None else None)
+        docs = open_at(epoch, at)
         if size == 1:
             for doc, after in docs:
                 if plan.owns(epoch, index):
@@ -66,3 +68,13 @@ def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = N
                 skip = 0
                 index, at = index + len(block), block[-1][1]
         epoch += 1
+
+
+def resume_to_json(resume: dict) -> dict:
+    """A document's `resume` as JSON (its source position as its own object)."""
+    return dict(resume, at=encode(resume.get("at")))
+
+
+def resume_from_json(data: dict) -> dict:
+    """A `resume` read back from JSON: its source position typed again (ConfigError naming what does not fit)."""
+    return dict(data, at=decode(data.get("at")))

@@ -26,6 +26,7 @@ from fwe_cli.loader.sources.bad_records import BadRecords
 
 if TYPE_CHECKING:  # (the Source a Records reads imports this module: its type stays an unimported string)
     from fwe_cli.loader.shard import Shard
+    from fwe_cli.loader.sources.base import Source
 
 
 class Records:
@@ -53,7 +54,7 @@ class Records:
     @property
     def revision(self) -> str | None:
         """The Hub commit read (the spec's: bootstrap pins it); None for other sources."""
-        return self.source.spec.revision
+        return None
 
     def open(self) -> "Records":
         """List files or open the Hub stream (a network handshake); done by the first iteration if not before."""

@@ -1,30 +1,47 @@
 """The one table of source kinds: which object reads a `SourceSpec`.
 
-A `--source` value names a kind; each kind lists the classes that can read it, first match wins: a local path is a
-token directory, a bootstrap or plain files (decided by what is on disk when it is opened), the Hub is read natively
-or through `datasets` (decided by --hub-reader); a bootstrap of the Hub with --tail hub is read locally, then from the
-Hub. The rest of fwe asks the object (`fwe_cli.loader.sources.base.Source`)
-what it needs to know: its fields, whether it shuffles, whether it talks to the Hub, how it describes and fingerprints
-itself. Adding a kind means adding one module with its Source class and one line here.
+A kind (the `kind` of a spec; `--source` names the leaf kinds) lists the classes that can read it, first match wins:
+a local path is a token directory, a bootstrap or plain files (decided by what is on disk when it is opened), the Hub
+is read natively or through `datasets` (decided by its `hub_reader` option). A composite kind (`head_tail`: a
+bootstrap of the Hub, then the Hub) is a source made of sources and is registered like any other. The rest of fwe
+asks the object (`fwe_cli.loader.sources.base.Source`) what it needs to know. Adding a kind means one module with its
+Source class and one line here, or a call of `register` from anywhere (a test, a user's own composite).
 
 Classes are named as 'module:Class' under fwe_cli.loader.sources and imported when first asked for, so naming a kind
-(validating a flag, `fwe --help`) loads none of their readers; nothing is imported here at all (the spec module,
-which validates a kind, imports this one), so the types in annotations are names only.
+(validating a flag, `fwe --help`) loads none of their readers.
 """
 
 from __future__ import annotations
 
 import importlib
 from functools import lru_cache
+from typing import TYPE_CHECKING, Union
 
+if TYPE_CHECKING:
+    from fwe_cli.loader.sources.base import ReadOptions, Source
+    from fwe_cli.loader.sources.spec import SourceSpec
 
-SOURCES: dict[str, tuple[str, ...]] = {
+ClassName = Union[str, "type[Source]"]
+
+SOURCES: dict[str, tuple[ClassName, ...]] = {
     "hub": ("hub_native:HubNative", "hub_datasets:HubDatasets"),
-    "local": ("head_tail:HeadTail", "token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
+    "local": ("token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
     "synthetic": ("synthetic:SyntheticSource",),
+    "head_tail": ("head_tail:HeadTail",),
 }
-KINDS = tuple(SOURCES)
-HUB_READERS = ("native", "datasets")
+LEAF_KINDS = ("hub", "local", "synthetic")
+"""The kinds `--source` names (a composite is made by its own flags or in Python)."""
+
+
+def register(kind: str, *classes: ClassName) -> None:
+    """Make `kind` read by `classes` (tried in order; the last one must accept every spec of the kind)."""
+    if not classes:
+        raise ValueError(f"register({kind!r}) needs at least one class")
+    SOURCES[kind] = tuple(classes)
+
+
+def kinds() -> tuple[str, ...]:
+    return tuple(SOURCES)
 
 
 @lru_cache(maxsize=None)
@@ -35,7 +52,12 @@ def _load(name: str) -> type[Source]:
 
 def candidates(kind: str) -> tuple[type[Source], ...]:
     """The classes that may read a kind, in the order they are tried."""
-    return tuple(_load(name) for name in SOURCES[kind])
+    return tuple(_load(name) if isinstance(name, str) else name for name in SOURCES[kind])
+
+
+def options_class(kind: str) -> type:
+    """The frozen dataclass of a kind's own options (every class of a kind shares its first class's)."""
+    return candidates(kind)[0].Options
 
 
 def source_class(spec: SourceSpec) -> type[Source]:
@@ -45,7 +67,8 @@ def source_class(spec: SourceSpec) -> type[Source]:
 
 
 def open_source(spec: SourceSpec, options: ReadOptions) -> Source:
-    """The object that reads `spec`: the first class of its kind that accepts it and finds what is there its own."""
+    """The object that reads `spec` (its children's objects made by it): the first class of its kind that accepts it
+    and finds what is there its own."""
     for cls in candidates(spec.kind):
         if cls.accepts(spec) and (source := cls.found(spec, options)) is not None:
             return source

@@ -1,97 +1,143 @@
-"""Which documents to read: `SourceSpec`, the one description of a source, embedded wherever a source is named (the
-loader's config, a bootstrap's config, a record stream), and `ReadOptions`, how to read it.
+"""Which documents to read: `SourceSpec`, a tree of sources (a kind, that kind's own options, and its children), and
+`ReadOptions`, how to read it.
 
-    SourceSpec("hub", dataset="HuggingFaceFW/fineweb-edu", name="sample-10BT")
-    SourceSpec("local", local_path="/data/fwe_bootstrap")
-    SourceSpec("synthetic", seed=3)
+    SourceSpec.of("hub", dataset="HuggingFaceFW/fineweb-edu", name="sample-10BT")
+    SourceSpec.of("local", local_path="/data/fwe_bootstrap")
+    SourceSpec.of("head_tail", SourceSpec.of("local", local_path="/data/fwe_bootstrap"))   # a composite
 
-A spec says what the user asked for and is checked without touching disk or network; `registry.open_source(spec,
-options)` turns it into the object that reads it (which, for a local path, depends on what is there: plain files, a
-bootstrap, a token directory). A spec's `kind` is the `--source` value; its other fields are the flags of the same
-name, and each kind uses some of them (the registry's classes say which).
+A kind's options are a frozen dataclass its Source class declares (`Source.Options`), checked without touching disk or
+network; `registry.open_source(spec, options)` turns a spec into the object that reads it (which, for a local path,
+depends on what is there). `to_json`/`from_json` are the one JSON form of a spec: artifacts, resume states and a
+measured run's child process all carry it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 from fwe_cli.errors import ConfigError, SettingError
-from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.registry import KINDS, HUB_READERS, source_class
+from fwe_cli.loader.sources.registry import LEAF_KINDS, kinds, options_class, source_class
 
-TAILS = ("hub",)
+SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "tail")
+"""The flags that name a source: a leaf kind and its options, and --tail, which wraps a bootstrap in the head_tail
+composite (`SourceSpec.from_flags`)."""
+
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """A source of documents, as the user named it."""
+    """A source of documents, as the user named it: its kind, the kind's options, the sources it is made of."""
 
     kind: str = "hub"
-    """'hub' (the Hugging Face Hub), 'local' (files, a bootstrap or a token directory) or 'synthetic' (built in)."""
-    local_path: str | None = None
-    """For 'local': a JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory."""
-    dataset: str = "HuggingFaceFW/fineweb-edu"
-    """For 'hub': the dataset repository id."""
-    name: str | None = "sample-10BT"
-    """For 'hub': the dataset config name."""
-    split: str = "train"
-    """For 'hub': the split to stream."""
-    revision: str | None = None
-    """For 'hub': a branch, tag or commit sha to read (None: main); artifacts record the commit read."""
-    hub_reader: str = "native"
-    """For 'hub': 'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the reference;
-    same documents in the same order)."""
-    seed: int = 0
-    """For 'synthetic': the stream's seed."""
-    tail: str | None = None
-    """For 'local' naming a bootstrap of the Hub: 'hub' continues, once its documents are read, from the Hub with the
-    first document it did not copy, at its revision (NSA_FWE_TAIL); None: the local copy is all (sources.head_tail)."""
+    """A registered kind (registry.SOURCES): 'hub', 'local', 'synthetic', or a composite such as 'head_tail'."""
+    options: Any = None
+    """The kind's options (its Source's `Options` dataclass, or a mapping of them); None: the kind's defaults."""
+    children: tuple["SourceSpec", ...] = ()
+    """For a composite: the sources it is made of, in order."""
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(KINDS)}; got {self.kind!r}")
-        if self.hub_reader not in HUB_READERS:
-            raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
-                                         f"got {self.hub_reader!r}")
-        if self.tail is not None and self.tail not in TAILS:
-            raise SettingError(lambda n: f"{n('tail')} must be one of {', '.join(TAILS)} (or unset); got {self.tail!r}")
-        check_limit("seed", self.seed)
-        cls = source_class(self)
-        if self.tail is not None and "tail" not in cls.fields:
-            raise SettingError(lambda n: f"{n('tail')} {self.tail} continues a bootstrap read from disk: give "
-                                         f"--local-path BOOTSTRAP_DIR, not {n('source')} {self.kind}")
-        for name in cls.required:
-            if not getattr(self, name):
-                raise ConfigError(f"source {self.kind!r} needs {name} (--{name.replace('_', '-')}), got none")
+        if not isinstance(self.kind, str) or self.kind not in kinds():
+            raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(kinds())}; got {self.kind!r}")
+        wanted = options_class(self.kind)
+        options = self.options
+        if options is None or isinstance(options, Mapping):
+            options = _options(self.kind, wanted, options or {})
+        elif not isinstance(options, wanted):
+            raise ConfigError(f"source {self.kind!r} takes {wanted.__name__} options, got {options!r}")
+        children = tuple(self.children)
+        if not all(isinstance(child, SourceSpec) for child in children):
+            raise ConfigError(f"the children of source {self.kind!r} must be source specs, got {children!r}")
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "children", children)
+        source_class(self).check_spec(self)
 
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The fields this kind reads (its location: path, repository, seed), by name."""
-        return {name: getattr(self, name) for name in source_class(self).fields}
+    @classmethod
+    def of(cls, kind: str, *children: "SourceSpec", **options: Any) -> "SourceSpec":
+        """A spec from its kind, children and options by name."""
+        return cls(kind, options, children)
+
+    def with_options(self, **changes: Any) -> "SourceSpec":
+        """This spec with some of its own options changed."""
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+
+    def with_children(self, children: tuple["SourceSpec", ...]) -> "SourceSpec":
+        return dataclasses.replace(self, children=tuple(children))
+
+    @classmethod
+    def from_flags(cls, given: Mapping[str, Any]) -> "SourceSpec":
+        """The spec the source's flags name (those given, by field name): `source` a leaf kind (default hub, or local
+        when a local path is given) with its options (the flags of other kinds are not its to read), wrapped by
+        `tail` hub in the head_tail composite (a bootstrap continued from the Hub)."""
+        values = dict(given)
+        tail = values.pop("tail", None)
+        kind = values.pop("source", None) or ("local" if values.get("local_path") else "hub")
+        if kind not in LEAF_KINDS:
+            raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(LEAF_KINDS)}; got {kind!r}")
+        names = {f.name for f in dataclasses.fields(options_class(kind))}
+        spec = cls.of(kind, **{name: value for name, value in values.items() if name in names})
+        if tail is None:
+            return spec
+        if tail != "hub":
+            raise SettingError(lambda n: f"{n('tail')} must be one of hub (or unset); got {tail!r}")
+        if kind != "local":
+            raise SettingError(lambda n: f"{n('tail')} hub continues a bootstrap read from disk: give "
+                                         f"{n('local_path')} BOOTSTRAP_DIR, not {n('source')} {kind}")
+        return cls.of("head_tail", spec)
+
+    def walk(self) -> Iterator["SourceSpec"]:
+        """This node, then every node below it, depth first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def any(self, capability: str) -> bool:
+        """Whether the class of any node of the tree has the class attribute `capability` set (e.g. 'uses_hub')."""
+        return any(getattr(source_class(node), capability) for node in self.walk())
+
+    def heavy_imports(self) -> tuple[str, ...]:
+        """The modules a run reading the tree imports before it opens (every node's `heavy_imports`)."""
+        return tuple(dict.fromkeys(m for node in self.walk() for m in source_class(node).heavy_imports))
+
+    def shuffle_refusal(self) -> str | None:
+        """Why the tree's stream cannot be shuffled (its first node that cannot say), or None."""
+        return next((why for node in self.walk() if (why := source_class(node).shuffle_refusal)), None)
 
     def where(self) -> str:
         """Where the documents come from, in a few words, for an error line."""
         return source_class(self).where(self)
 
-    def replace(self, **changes: Any) -> "SourceSpec":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The flat view artifacts and resume states have always recorded: the kind under `source`."""
-        plain = dataclasses.asdict(self)
-        return {"source": plain.pop("kind"), **plain}
+    def to_json(self) -> dict[str, Any]:
+        """{"kind", the kind's options by name, "children" (a composite's, as specs)}: the one JSON form."""
+        data = {"kind": self.kind, **dataclasses.asdict(self.options)}
+        if self.children:
+            data["children"] = [child.to_json() for child in self.children]
+        return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SourceSpec":
-        values = {name: data[name] for name in FLAT_FIELDS if name in data}
-        if "source" in values:
-            values["kind"] = values.pop("source")
-        return cls(**values)
+    def from_json(cls, data: Any) -> "SourceSpec":
+        """The spec `to_json` wrote (validated like any construction); ConfigError naming what does not fit."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str):
+            raise ConfigError(f"a source must be an object with a 'kind', got {data!r}")
+        options = {k: v for k, v in data.items() if k not in ("kind", "children")}
+        children = data.get("children") or []
+        if not isinstance(children, list):
+            raise ConfigError(f"the children of source {data['kind']!r} must be a list, got {children!r}")
+        return cls(data["kind"], options, tuple(cls.from_json(child) for child in children))
 
 
-FLAT_FIELDS = ("source", *(f.name for f in dataclasses.fields(SourceSpec) if f.name != "kind"))
-"""The names a spec's fields have in a flat config (LoaderConfig.to_dict, flags): the kind is `source`."""
+def _options(kind: str, wanted: type, values: Mapping[str, Any]):
+    names = [f.name for f in dataclasses.fields(wanted)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        takes = f"it takes {', '.join(names)}" if names else "it takes none"
+        raise ConfigError(f"source {kind!r} has no option {', '.join(map(repr, unknown))} ({takes})")
+    return wanted(**values)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a kind that has none of its own."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +150,10 @@ class ReadOptions:
     """Accept a bootstrap or token directory whose manifest is not marked complete."""
     verify_parts: bool = False
     """Compare each part's (shard's) sha256 with its manifest before reading; sizes are always compared."""
-    use_cache: bool = True
+    hub_cache: bool = True
     """The native Hub reader keeps and reuses the listing and the stream's first row groups (a warm start)."""
     tokenizer: str | None = None
     """The tokenizer the reader's documents will be encoded with (None: the source's own): a token directory is
     checked against it, and a bootstrap whose `tokens/` were made with it is read from those shards."""
     grow: bool = False
-    """A bootstrap continued from the Hub (--tail hub) is appended the Hub documents read (sources.growth)."""
+    """A bootstrap continued from the Hub (head_tail) is appended the Hub documents read (sources.growth)."""

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from fwe_cli.loader.config import LoaderConfig
     from fwe_cli.loader.elastic import ElasticPlan
     from fwe_cli.loader.sources.base import Source
-    from fwe_cli.loader.sources.token_dir import ShardTokens
+    from fwe_cli.loader.sources.position import Position
+    from fwe_cli.loader.sources.token_manifest import ShardTokens
 
 
 class DocumentStream:
@@ -32,12 +33,13 @@ class DocumentStream:
 
     def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
                  mark: Callable[[str], None] = lambda name: None, start: dict | None = None,
-                 expect: list[dict] | None = None, bad: BadRecords | None = None, plan: ElasticPlan | None = None):
+                 expect: dict | None = None, bad: BadRecords | None = None, plan: ElasticPlan | None = None):
         self.config = config
         self.start = start
         """A document's `resume`: the stream yields that document first (None: from the start)."""
         self.expect = expect
-        """For a resumed stream: the files its positions were saved over (Source.fingerprint), checked on open."""
+        """For a resumed stream: the files its positions were saved over (Source.fingerprint_tree), checked on
+        open."""
         self._set_stage = set_stage
         self._mark = mark
         self._bad = bad
@@ -66,12 +68,15 @@ class DocumentStream:
 
     def describe(self) -> dict:
         if self._source is None:
-            return {"kind": self.config.source.kind, **self.config.source.fields, "opened": False}
+            return {**self.config.source.to_json(), "opened": False}
         return self._source.describe()
 
     def __iter__(self) -> Iterator[Document]:
         c = self.config
-        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self.start, self.plan):
+        start = self.start
+        if start and start.get("at") is not None:  # typed and checked as the source opens, before the first read
+            start = dict(start, at=self._typed(self._open(), start["at"]))
+        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, start, self.plan):
             self._mark("first_document")
             yield doc
 
@@ -79,16 +84,26 @@ class DocumentStream:
         source = self.source
         source.open(self._set_stage)
         if self.expect is not None:
-            source.check_fingerprint(self.expect, may_grow=source.grows)
+            source.check_fingerprints(self.expect)
             self.expect = None
         return source
 
-    def _open_at(self, epoch: int, at: tuple | None) -> Iterator[tuple[Document, tuple]]:
+    def _open_at(self, epoch: int, at: Position | None) -> Iterator[tuple[Document, Position]]:
         """(document, position after it) of the whole stream in epoch `epoch`'s file order, from position `at`."""
-        docs = self._open().documents(epoch, at, self._epoch_order)
+        source = self._open()
+        docs = source.documents(epoch, at, self._epoch_order)
         self._mark("source_opened")
         self._set_stage("reading first document")
         return docs
+
+    @staticmethod
+    def _typed(source: Source, at: Position | list | None) -> Position | None:
+        """A resume position checked to be `source`'s (one an fwe before typed positions saved, a list, read by the
+        source itself)."""
+        if isinstance(at, list):
+            at = source.legacy_position(at)
+        source.check_position(at)
+        return at
 
     def _epoch_order(self, files: list, epoch: int) -> list:
         """The files in epoch `epoch`'s order: as listed, or permuted by (shuffle seed, epoch)."""
@@ -109,17 +124,36 @@ class DocumentStream:
         directory's stream is then served by `token_chunks`."""
         return self.config.shard.mod == 1 and self.config.shuffle_seed is None and self.plan is None
 
-    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
-        """A token directory read in order: (ids, first document's `resume`, each document's tokens) per chunk of
-        about `next(sizes)` tokens, over the epochs, from `start` (see token_dir.iter_token_chunks)."""
+    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]] | None:
+        """For a source that reads token chunks (a token directory) and a stream read in order: (ids, first
+        document's `resume`, each document's tokens) per chunk of about `next(sizes)` tokens, over the epochs, from
+        `start` (see token_dir.iter_token_chunks); None for any other."""
+        if not self.in_order():
+            return None
         source = self._open()
-        self._mark("source_opened")
         start = self.start or {}
-        for epoch in range(int(start.get("epoch", 0)), self.config.epochs):
-            first = start if epoch == int(start.get("epoch", 0)) else None
-            for chunk in source.token_chunks(epoch, first, sizes):
+        if start:
+            start = dict(start, at=self._typed(source, start.get("at")))
+        first_epoch = int(start.get("epoch", 0))
+        epochs = [source.token_chunks(epoch, start if epoch == first_epoch else None, sizes)
+                  for epoch in range(first_epoch, self.config.epochs)]
+        if any(chunks is None for chunks in epochs):
+            return None
+        self._mark("source_opened")
+        return self._chunks(epochs)
+
+    def _chunks(self, epochs: list[Iterator]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
+        for chunks in epochs:
+            for chunk in chunks:
                 self._mark("first_document")
                 yield chunk
+
+    def first_batches(self, tokenizer: str):
+        """The kept first batches of a fresh, unsharded-in-time stream (Source.first_batches), or None: only for a
+        stream that starts at its beginning under no change of world size."""
+        if self.start is not None or self.plan is not None:
+            return None
+        return self.source.first_batches(self.config, tokenizer)
 
     def prepare(self) -> None:
         """What the source's first request needs, done before the pipeline starts loading the tokenizer."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Iterator
@@ -20,7 +21,9 @@ from typing import Iterator
 import numpy as np
 
 from fwe_cli.loader.documents import Document
+from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
 
 MEDIAN_CHARS = 2000
@@ -109,20 +112,39 @@ def synthetic_record(seed: int, index: int) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class SyntheticOptions:
+    seed: int = 0
+    """The stream's seed: record i depends only on (seed, i)."""
+
+    def __post_init__(self) -> None:
+        check_limit("seed", self.seed)
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticPosition(Position, name="synthetic"):
+    """The next record's index."""
+
+    index: int
+
+
 class SyntheticSource(Source):
     """The built-in stream: record i depends only on (seed, i); no files, no network."""
 
-    fields = ("seed",)
+    Options = SyntheticOptions
+    position_type = SyntheticPosition
 
     @classmethod
     def where(cls, spec) -> str:
-        return f"the synthetic source (seed {spec.seed})"
+        return f"the synthetic source (seed {spec.options.seed})"
 
-    def documents(self, epoch: int, at: tuple | None, order: Order) -> Iterator[tuple[Document, tuple]]:
+    def documents(self, epoch: int, at: SyntheticPosition | None,
+                  order: Order) -> Iterator[tuple[Document, SyntheticPosition]]:
         """Every document of the stream, each text made only when read: a shard makes just the documents it keeps."""
-        seed = self.spec.seed
-        for index in itertools.count(at[0] if at else 0):
-            yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), (index + 1,)
+        seed = self.spec.options.seed
+        for index in itertools.count(at.index if at else 0):
+            yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), \
+                SyntheticPosition(index + 1)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return SyntheticRecords(self, shard, start, all_fields, bad)
@@ -132,7 +154,7 @@ class SyntheticRecords(Records):
     """The shard's records, all ten fields; position {"index"}: the next record index of the stream."""
 
     def _records(self) -> Iterator[tuple[dict, None]]:
-        shard, seed = self.shard, self.source.spec.seed
+        shard, seed = self.shard, self.source.spec.options.seed
         index = shard.first_owned(self.index)
         while True:
             self.index = index + 1

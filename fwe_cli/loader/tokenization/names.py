@@ -68,3 +68,12 @@ def hub_repo(spec: str) -> str | None:
 def same_name(given: str, recorded: str) -> bool:
     """Whether two tokenizer specs name the same Hub repository ('gpt2' is openai-community/gpt2)."""
     return HUB_ALIASES.get(given, given) == HUB_ALIASES.get(recorded, recorded)
+
+
+def described(tokenizer) -> dict:
+    """What the loader's stats say of a tokenizer (any of the loader's: a DocTokenizer, a token directory's
+    ShardTokens, the stand-in of kept batches): name, backend and why, vocabulary, end-of-text id, the tiktoken
+    check's duration (None where there is none)."""
+    return {"name": tokenizer.name, "backend": tokenizer.backend, "vocab_size": tokenizer.vocab_size,
+            "eos_id": tokenizer.eos_id, "backend_reason": getattr(tokenizer, "backend_reason", None),
+            "check_s": getattr(tokenizer, "check_s", None)}

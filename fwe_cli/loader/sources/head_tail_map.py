@@ -1,0 +1,30 @@
+"""Where the rows of each file of a Hub bootstrap's listing are: in its parts, on the Hub, or both (what
+sources.head_tail reads from where), as the bootstrap's manifest records it.
+"""
+
+from __future__ import annotations
+
+
+def where_rows_are(manifest: dict, parts: int) -> tuple[object, dict, dict]:
+    """(the listing the bootstrap read, `local`, `hub_from`) from its manifest (`parts`: how many parts it has):
+    `local[file]` is the (start, end) of a listing file's rows in the parts, each a (part, offset, line) position;
+    `hub_from[file]` the (row group, row) its Hub rows begin at, or None when the parts hold it whole."""
+    from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
+
+    listing = HubListing(manifest["dataset"], manifest["config"], manifest["split"], manifest["revision"],
+                         tuple(HubFile(f["path"], f["bytes"], f.get("sha256")) for f in manifest["hub_listing"]))
+    held = sorted((f["index"], tuple(f["first"][k] for k in ("part", "offset", "line")))
+                  for f in manifest["hub_files"] if isinstance(f.get("first"), dict))
+    stop = manifest.get("hub_next")
+    local: dict[int, tuple[tuple, tuple]] = {}
+    for (index, first), following in zip(held, held[1:] + [(None, (parts, 0, 0))]):
+        local[index] = (first, following[1])
+    hub_from: dict[int, tuple[int, int] | None] = {}
+    for index in range(len(listing.files)):
+        if stop is not None and index == stop["file"]:
+            hub_from[index] = (stop["group"], stop["row"])
+        elif index in local:
+            hub_from[index] = None  # held whole (a node's bootstrap holds only its files: the others are the Hub's
+        else:                       # from their start, as are the files after where it stopped)
+            hub_from[index] = (0, 0)
+    return listing, local, hub_from
