@@ -29,7 +29,8 @@ HELP = "\n\n".join([
     "With the stall objective, tune also computes the warmup the recommended setting needed: from each of its trials' "
     "producer timeline (when each batch was ready) and the step time, the smallest NSA_FWE_WARMUP_BATCHES that removes "
     "every stalled step, an NSA_FWE_WARMUP_TIMEOUT with a margin over the time to fill it, and NSA_FWE_Q raised to hold "
-    "it; it writes them into fwe.env with the reason, then re-runs the recommended setting with them and reports its "
+    "it; it writes them into fwe.env with the reason (NSA_FWE_WARMUP_BATCHES=0 when none is needed, so that a warmup "
+    "set in the environment is switched off), then re-runs the recommended setting with them and reports its "
     "stalled steps (expected 0).",
     "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`, lasting at least "
     "--steps steps and --trial-s seconds (default 3 s: long enough for a fast loader's figures to settle; the "
