@@ -29,7 +29,8 @@ HELP = "\n\n".join([
     "With the stall objective, tune also computes the warmup the recommended setting needed: from each of its trials' "
     "producer timeline (when each batch was ready) and the step time, the smallest NSA_FWE_WARMUP_BATCHES that removes "
     "every stalled step, an NSA_FWE_WARMUP_TIMEOUT with a margin over the time to fill it, and NSA_FWE_Q raised to hold "
-    "it; it writes them into fwe.env with the reason, then re-runs the recommended setting with them and reports its "
+    "it; it writes them into fwe.env with the reason (NSA_FWE_WARMUP_BATCHES=0 when none is needed, so that a warmup "
+    "set in the environment is switched off), then re-runs the recommended setting with them and reports its "
     "stalled steps (expected 0).",
     "Every trial is one fresh-process steady-state run, the same measurement as `fwe measure`, lasting at least "
     "--steps steps and --trial-s seconds (default 3 s: long enough for a fast loader's figures to settle; the "
@@ -60,13 +61,15 @@ HELP = "\n\n".join([
     "--json stderr carries only warnings and errors.",
 ])
 EPILOG = TUNE_EXIT_CODES_HELP
-CELL_COLOURS = ((190, 60, 60), (200, 170, 60), (70, 160, 80))  # worst -> middle -> best
+NOISE_COLOUR, NEAR_COLOUR, FAR_COLOUR = (70, 160, 80), (200, 170, 60), (190, 60, 60)
+"""Cell backgrounds: within noise of the best (one colour); beyond noise, from just past the floor to the scale's
+reach (fwe_cli.report.figures.cell_shade)."""
 
 
-def _colour(fraction: float) -> Style:
-    low, high = (CELL_COLOURS[0], CELL_COLOURS[1]) if fraction < 0.5 else (CELL_COLOURS[1], CELL_COLOURS[2])
-    t = fraction * 2 if fraction < 0.5 else fraction * 2 - 1
-    r, g, b = (round(a + (z - a) * t) for a, z in zip(low, high))
+def _colour(shade: float) -> Style:
+    if shade == 0.0:
+        return Style(color="black", bgcolor=Color.from_rgb(*NOISE_COLOUR))
+    r, g, b = (round(a + (z - a) * shade) for a, z in zip(NEAR_COLOUR, FAR_COLOUR))
     return Style(color="black", bgcolor=Color.from_rgb(r, g, b))
 
 
@@ -83,37 +86,43 @@ def _cell(entry: dict, objective: str) -> str:
 
 
 def _heatmaps(summary: dict) -> list[Table]:
+    from fwe_cli.report.figures import cell_shade, tune_heatmaps
+
     objective, rec = summary["objective"]["name"], summary["recommendation"]
-    sign = 1 if summary["objective"]["direction"] == "max" else -1
-    scored = [sign * e["median"] for e in summary["settings"] if e["status"] == "ok"]
-    lo, hi = (min(scored), max(scored)) if scored else (0.0, 0.0)
-    plan = summary["plan"]
     tables = []
-    for threads in plan["threads"] or [None]:
+    for heatmap in tune_heatmaps(summary):
+        threads = heatmap.threads
         title = f"fwe tune — median {summary['objective']['label']} (doc batch × Q)"
         table = Table(title=title + ("" if threads is None else f", tokenizer threads {threads}"), title_justify="left")
         table.add_column("doc batch \\ Q", justify="right")
-        for q in plan["queue_depths"]:
+        for q in heatmap.queue_depths:
             table.add_column(f"Q={q}", justify="right")
-        for doc_batch in plan["doc_batches"]:
-            row = []
-            for q in plan["queue_depths"]:
+        for row, doc_batch in enumerate(heatmap.doc_batches):
+            cells = []
+            for col, q in enumerate(heatmap.queue_depths):
                 entry = next(e for e in summary["settings"] if e["setting"]["doc_batch"] == doc_batch
                              and e["setting"]["queue_depth"] == q and e["setting"].get("tokenizer_threads") == threads)
                 mark = "★ " if rec and entry["setting"] == rec["setting"] else "≈ " if entry["tied_with_best"] else ""
                 text = mark + _cell(entry, objective)
-                if entry["status"] == "ok":
-                    fraction = 1.0 if hi == lo else (sign * entry["median"] - lo) / (hi - lo)
-                    row.append(f"[{_colour(fraction)}]{text}[/]")
-                else:
-                    row.append(f"[dim]{text}[/]")
-            table.add_row(str(doc_batch), *row)
+                shade = cell_shade(heatmap, row, col)
+                cells.append(f"[dim]{text}[/]" if shade is None else f"[{_colour(shade)}]{text}[/]")
+            table.add_row(str(doc_batch), *cells)
         tables.append(table)
     return tables
 
 
-LEGEND = ("[dim]★ recommended · ≈ within noise of the best · !p95 fetch p95 over target · ± half the range over "
-          "the repeats · colour: red worst → green best[/]")
+def _legend(summary: dict) -> str:
+    """The heat map's marks and its colour scale (the same for every map of the sweep)."""
+    from fwe_cli.report.figures import tune_heatmaps
+
+    heatmap = tune_heatmaps(summary)[0]
+    scale = ""
+    if heatmap.reach is not None:
+        unit = "stall points" if heatmap.unit == "points" else f"% {heatmap.label}"
+        scale = (f" · colour: green within noise of the best, yellow → red worse beyond it (red: {heatmap.reach:.3g} "
+                 f"{unit} worse; noise floor {heatmap.floor:.3g})")
+    return ("[dim]★ recommended · ≈ within noise of the best · !p95 fetch p95 over target · ± half the range over "
+            f"the repeats{scale}[/]")
 
 
 def _ranking(summary: dict, top: int = 8) -> Table:
@@ -155,7 +164,7 @@ def _report(summary: dict) -> None:
     """Heatmaps, legend, ranking and the recommendation, on stderr."""
     for table in _heatmaps(summary):
         console.print(table)
-    console.print(LEGEND, soft_wrap=True)
+    console.print(_legend(summary), soft_wrap=True)
     console.print(_ranking(summary))
     _warn_test_hooks(summary)
     rec = summary["recommendation"]

@@ -133,11 +133,31 @@ def _score(entry: dict, objective: Objective) -> float:
     return objective.sign * entry["median"]
 
 
+def noise_floor(best_median: float, objective: Objective) -> float:
+    """Rule 4's floor: medians closer than this to the best's differ by noise (in the objective's own figure)."""
+    return max(objective.floor_rel * abs(best_median), objective.floor_abs)
+
+
+def shortfall(median: float, best_median: float, objective: Objective) -> float | None:
+    """How much worse than the best median `median` is, in the unit its floor is stated in: % of the best for a
+    relative floor (tokens/s), else percentage points (stall); 0 = as good, negative = better. None: a relative
+    shortfall against a best of 0."""
+    gap = objective.sign * (best_median - median)
+    if objective.floor_rel:
+        return round(100 * gap / abs(best_median), 6) + 0.0 if best_median else None  # + 0.0: never -0.0
+    return round(100 * gap, 6) + 0.0
+
+
+def floor_shortfall(best_median: float, objective: Objective) -> float | None:
+    """The noise floor as a shortfall (stall: 1 point; tokens/s: 2 % of the best): differences below it are noise."""
+    return shortfall(best_median - objective.sign * noise_floor(best_median, objective), best_median, objective)
+
+
 def within_noise(entry: dict, best: dict, objective: Objective) -> bool:
     """Rule 4: ranges over the repeats overlap, or the medians differ by less than the floor."""
     best_worst = min(objective.sign * v for v in best["values"])
     entry_best = max(objective.sign * v for v in entry["values"])
-    floor = max(objective.floor_rel * abs(best["median"]), objective.floor_abs)
+    floor = noise_floor(best["median"], objective)
     return entry_best >= best_worst or _score(best, objective) - _score(entry, objective) < floor
 
 
@@ -188,10 +208,9 @@ def recommend(ranked: list[dict], objective: Objective, p95_target_ms: float, sw
         confidence = "clear"
         why = f"the best median ({format_value(best['median'], objective)}), beyond the noise of every other setting"
     if runner_up is not None:
-        gap = _score(best, objective) - _score(runner_up, objective)
+        gap = shortfall(runner_up["median"], best["median"], objective) or 0.0
         why += (f"; the next distinguishable setting ({setting_label(runner_up['setting'])}) is "
-                + (f"{100 * gap / abs(best['median']):.1f} % lower" if objective.sign > 0 and best["median"]
-                   else f"{100 * gap:.1f} points worse"))
+                + (f"{gap:.1f} % lower" if objective.floor_rel else f"{gap:.1f} points worse"))
     unmeasured = sum(1 for e in ranked if e["status"] == "unmeasured")
     if unmeasured:
         why += f"; {unmeasured} of {len(ranked)} settings were not measured at all (partial sweep)"

@@ -1,6 +1,7 @@
 """`fwe tune`'s warmup: computed from the recommended setting's trials (each measured its producer's timeline; see
 fwe_cli.measure.warmup), added to the recommendation's variables (fwe.env), and verified by one more run of the
-recommended setting with it applied, whose stalled steps are reported (expected: 0).
+recommended setting with it applied, whose stalled steps are reported (expected: 0). No warmup is written as one
+too (0 batches, the default timeout): fwe.env applied over an environment leaves none of its warmup in force.
 
 Only for the stall objective: with no training step (--objective tokens_per_s) there is nothing to keep up with.
 """
@@ -13,6 +14,7 @@ import statistics
 from typing import Callable
 
 from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.measure.tune_rank import SETTING_ENV
 from fwe_cli.measure.warmup import advice_env, combine
 
 VERIFY_DIR = "verify-warmup"
@@ -27,12 +29,19 @@ def recommended_warmup(recommendation: dict | None, trials: list[dict], objectiv
     return combine([t["warmup_advice"] for t in mine if t.get("warmup_advice")])
 
 
+def warmup_env(advice: dict | None, queue_depth: int) -> dict[str, str]:
+    """The warmup variables tune decides: the advice's (`advice_env`: batches, timeout, a Q raised to hold them), or
+    without a warmup NSA_FWE_WARMUP_BATCHES=0 and NSA_FWE_WARMUP_TIMEOUT at its default, so that a warmup set in
+    the environment the file is applied to does not stay in force."""
+    return advice_env(advice, queue_depth) or {
+        SETTING_ENV["warmup_batches"]: "0",
+        SETTING_ENV["warmup_timeout"]: f"{LoaderConfig.__dataclass_fields__['warmup_timeout'].default:g}"}
+
+
 def apply_warmup(recommendation: dict, advice: dict | None) -> None:
-    """Add the warmup's variables (and a Q raised to hold it) to the recommendation's env and export line."""
-    env = advice_env(advice, recommendation["setting"]["queue_depth"])
-    if env:
-        recommendation["env"] = {**recommendation["env"], **env}
-        recommendation["export"] = "export " + " ".join(f"{k}={v}" for k, v in recommendation["env"].items())
+    """Add the warmup's variables (`warmup_env`) to the recommendation's env and export line."""
+    recommendation["env"] = {**recommendation["env"], **warmup_env(advice, recommendation["setting"]["queue_depth"])}
+    recommendation["export"] = "export " + " ".join(f"{k}={v}" for k, v in recommendation["env"].items())
 
 
 def verify_warmup(base: LoaderConfig, recommendation: dict, advice: dict, plan, out_dir: str, trials: list[dict],

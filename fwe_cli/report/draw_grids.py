@@ -4,26 +4,36 @@
 from __future__ import annotations
 
 from fwe_cli.report.draw_style import legend_below
-from fwe_cli.report.figures import Deltas, Heatmap, cell_text, format_metric
+from fwe_cli.report.figures import Deltas, Heatmap, cell_shade, cell_text, format_metric
+
+WITHIN_NOISE = "#cfe8cf"  # pale green: every cell within noise of the best, the best among them
 
 
 def draw_heatmap(figure, heatmap: Heatmap) -> None:
-    """The doc batch x Q grid coloured by the objective's median (green = better), each cell labelled, the
-    recommended one framed and starred."""
+    """The doc batch x Q grid coloured by how much worse than the best each setting is: every cell within noise of
+    the best one colour (WITHIN_NOISE), the others from pale to dark red up to the scale's reach (in stall points,
+    or % of the best tokens/s, on the colour bar), each cell labelled, the recommended one framed and starred."""
     import numpy as np
     from matplotlib import colormaps
-    from matplotlib.patches import Rectangle
-    from matplotlib.ticker import PercentFormatter
+    from matplotlib.colors import ListedColormap, to_rgba
+    from matplotlib.patches import Patch, Rectangle
 
     axis = figure.subplots()
-    values = np.ma.masked_invalid(np.array([[np.nan if v is None else v for v in row] for row in heatmap.values],
-                                           dtype=float))
-    cmap = colormaps["RdYlGn" if heatmap.direction == "max" else "RdYlGn_r"].with_extremes(bad="lightgrey")
-    low, high = heatmap.scale or (None, None)
-    image = axis.imshow(values, cmap=cmap, aspect="auto", vmin=low, vmax=high)
-    for row in range(len(heatmap.doc_batches)):
-        for col in range(len(heatmap.queue_depths)):
+    rows, cols = range(len(heatmap.doc_batches)), range(len(heatmap.queue_depths))
+    shades = [[cell_shade(heatmap, row, col) for col in cols] for row in rows]
+    values = np.ma.masked_invalid(np.array([[np.nan if s is None else s * heatmap.reach for s in line]
+                                            for line in shades], dtype=float))
+    reach, floor = heatmap.reach or 1.0, heatmap.floor or 0.0
+    band = min(1.0, floor / reach)  # the part of the scale below the floor: noise, one colour
+    ramp = colormaps["OrRd"]
+    cmap = ListedColormap([to_rgba(WITHIN_NOISE) if x < band else ramp(0.25 + 0.75 * (x - band) / (1 - band or 1))
+                           for x in np.linspace(0, 1, 256)]).with_extremes(bad="lightgrey")
+    image = axis.imshow(values, cmap=cmap, aspect="auto", vmin=0.0, vmax=reach)
+    for row in rows:
+        for col in cols:
+            dark = (shades[row][col] or 0.0) > 0.6  # white on the far end of the scale
             axis.text(col, row, cell_text(heatmap, row, col), ha="center", va="center", fontsize=9,
+                      color="white" if dark else "black",
                       fontweight="bold" if heatmap.marked == (row, col) else "normal")
     if heatmap.marked is not None:
         row, col = heatmap.marked
@@ -31,20 +41,18 @@ def draw_heatmap(figure, heatmap: Heatmap) -> None:
                                  label=f"recommended: doc batch {heatmap.doc_batches[row]}, "
                                        f"Q {heatmap.queue_depths[col]}"))
         axis.plot(col - 0.36, row - 0.3, marker="*", markersize=16, color="black", linestyle="none")
-        legend_below(figure, axis)
-    axis.set_xticks(range(len(heatmap.queue_depths)), [f"Q={q}" for q in heatmap.queue_depths])
-    axis.set_yticks(range(len(heatmap.doc_batches)), [str(d) for d in heatmap.doc_batches])
+    swatch = () if heatmap.reach is None else (Patch(color=WITHIN_NOISE, label="within noise of the best"),)
+    legend_below(figure, axis, columns=2, extra=swatch)
+    axis.set_xticks(cols, [f"Q={q}" for q in heatmap.queue_depths])
+    axis.set_yticks(rows, [str(d) for d in heatmap.doc_batches])
     axis.set_xlabel("queue depth Q (batches prefetched)")
     axis.set_ylabel("doc batch (documents per encode call)")
-    if values.count() == 0:  # nothing ran ok: no scale to show
+    if heatmap.reach is None:  # nothing ran ok: no scale to show
         return
     bar = figure.colorbar(image, ax=axis)
-    if heatmap.metric == "stall_fraction":
-        bar.set_label("median stall fraction (% of wall time, lower is better)")
-        bar.formatter = PercentFormatter(xmax=1.0)
-        bar.update_ticks()
-    else:
-        bar.set_label(f"median {heatmap.label} (higher is better)")
+    bar.set_label(f"stall points worse than the best (under {floor:g}: noise)" if heatmap.unit == "points"
+                  else f"% fewer {heatmap.label} than the best (under {floor:g} %: noise)")
+    bar.ax.axhline(floor, color="black", linewidth=1)
 
 
 def draw_deltas(figure, deltas: Deltas) -> None:

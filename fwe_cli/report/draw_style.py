@@ -21,9 +21,10 @@ def plain_log_axis(axis) -> None:
     axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 
 
-def legend_below(figure, *axes, columns: int = 3) -> None:
-    """The axes' legend entries under the figure, where they hide no data."""
-    handles, labels = [], []
+def legend_below(figure, *axes, columns: int = 3, extra: tuple = ()) -> None:
+    """The axes' legend entries under the figure, where they hide no data; `extra`: more labelled artists (a colour
+    swatch drawn nowhere else)."""
+    handles, labels = list(extra), [artist.get_label() for artist in extra]
     for axis in axes:
         more, names = axis.get_legend_handles_labels()
         handles += more

@@ -47,8 +47,22 @@ class Heatmap:
     label: str
     direction: str
     """max | min: which way is better."""
-    scale: tuple[float, float] | None
-    """(lowest, highest) median over every map of the sweep: one colour scale, so thread counts compare."""
+    noise: tuple[tuple[bool, ...], ...]
+    """Within noise of the best setting's median, by the rule `fwe tune` ranks by (tune_rank.within_noise)."""
+    shortfall: tuple[tuple[float | None, ...], ...]
+    """How much worse than the best per cell, in `unit` (tune_rank.shortfall; None: failed or not measured)."""
+    unit: str
+    """What `shortfall`, `floor` and `reach` count: 'points' (of stall) or '%' (of the best tokens/s)."""
+    floor: float | None
+    """The noise floor in `unit`: a cell beyond noise falls short by at least this much."""
+    reach: float | None
+    """The shortfall at the far end of the colour scale, the same for every map of the sweep: the largest measured,
+    but at least REACH_FLOORS floors (None: nothing measured)."""
+
+
+REACH_FLOORS = 10
+"""The colour scale of a tune heat map reaches at least this many noise floors (stall: 10 points; tokens/s: 20 % of
+the best): a spread of a few floors never spans the whole palette."""
 
 
 @dataclass(frozen=True)
@@ -99,13 +113,34 @@ def phase_waterfall(summary: dict) -> Waterfall | None:
     return Waterfall(tuple(dict.fromkeys(phase for row in rows for phase, _, _ in row.segments)), tuple(rows))
 
 
+def _against_best(summary: dict) -> tuple[dict, str, float | None, float | None]:
+    """Each measured setting (by its label) -> (within noise of the best?, shortfall); the unit; the noise floor and
+    the colour scale's reach in it. Noise is what `fwe tune` calls noise (tune_rank), never a second rule."""
+    from fwe_cli.measure.tune_rank import OBJECTIVES, floor_shortfall, setting_label, shortfall, within_noise
+
+    objective = OBJECTIVES[summary["objective"]["name"]]
+    unit = "%" if objective.floor_rel else "points"
+    best_setting = (summary.get("recommendation") or {}).get("best")
+    best = next((e for e in summary["settings"] if e["setting"] == best_setting and e.get("status") == "ok"), None)
+    if best is None:
+        return {}, unit, None, None
+    against = {setting_label(e["setting"]): (within_noise(e, best, objective),
+                                             shortfall(e["median"], best["median"], objective))
+               for e in summary["settings"] if e.get("status") == "ok"}
+    floor = floor_shortfall(best["median"], objective)
+    beyond = [gap for noise, gap in against.values() if not noise and gap is not None]
+    return against, unit, floor, max([REACH_FLOORS * (floor or 0.0)] + beyond) or None
+
+
 def tune_heatmaps(summary: dict) -> list[Heatmap]:
     """One doc batch x Q matrix of the objective's median per tokenizer-thread count swept (one when not swept),
-    with the recommended cell marked."""
+    with the recommended cell marked and each measured cell's standing against the best (within noise, or how far
+    short), on one colour scale for every map."""
+    from fwe_cli.measure.tune_rank import setting_label
+
     plan, objective = summary["plan"], summary["objective"]
     rec = summary.get("recommendation") or {}
-    medians = [e["median"] for e in summary["settings"] if e.get("status") == "ok" and e.get("median") is not None]
-    scale = (min(medians), max(medians)) if medians else None
+    against, unit, floor, reach = _against_best(summary)
     maps = []
     for threads in plan.get("threads") or [None]:
         cells = {}
@@ -130,8 +165,23 @@ def tune_heatmaps(summary: dict) -> list[Heatmap]:
             feasible=grid(lambda e: bool(e.get("feasible"))),
             tied=grid(lambda e: bool(e.get("tied_with_best"))),
             marked=marked, objective=objective["name"], metric=objective["metric"], label=objective["label"],
-            direction=objective["direction"], scale=scale))
+            direction=objective["direction"],
+            noise=grid(lambda e: e.get("status") == "ok" and against.get(setting_label(e["setting"]), (False,))[0]),
+            shortfall=grid(lambda e: against.get(setting_label(e["setting"]), (None, None))[1] if e else None),
+            unit=unit, floor=floor, reach=reach))
     return maps
+
+
+def cell_shade(heatmap: Heatmap, row: int, col: int) -> float | None:
+    """Where a cell sits on the colour scale: 0.0 for every cell within noise of the best (one colour, however their
+    medians scatter), else its shortfall over the scale's reach (from floor / reach up to 1.0, the far end); None for
+    a cell with nothing to colour (failed, not measured)."""
+    gap = heatmap.shortfall[row][col]
+    if gap is None or not heatmap.reach:
+        return None
+    if heatmap.noise[row][col]:
+        return 0.0
+    return min(1.0, max(0.0, gap) / heatmap.reach)
 
 
 def regression_deltas(record: dict | None) -> Deltas | None:

@@ -1,6 +1,7 @@
 """`fwe tune`: a budgeted, interleaved sweep whose test hook slows exactly the planted setting, which writes a fwe.env
 that `fwe smoke` picks up, marks a cut-short sweep partial (exit 6), and ranks by a stated noise rule (on made-up
-trials and a fake clock, so no assertion depends on how fast this machine is)."""
+trials and a fake clock, so no assertion depends on how fast this machine is), colouring its terminal heat map by that
+rule."""
 
 import os
 import subprocess
@@ -13,7 +14,9 @@ from fwe_cli.loader import ConfigError, resolve_config
 from fwe_cli.measure import tune
 from fwe_cli.measure.tune import TunePlan, parse_grid, run_tune
 from fwe_cli.measure.tune_rank import OBJECTIVES, rank_settings, recommend
+from fwe_cli.cli.tune_cmd import _heatmaps
 from tests.helpers import fwe_env, invoke
+from tests.report.support import ranked_summary
 
 SLOW_DOC_BATCH, SLOW_MS = 16, 100  # the smaller doc batch: the memory tie-break would pick it if the hook did nothing
 GRID = ("--doc-batch-grid", "16,32", "--q-grid", "1,4")
@@ -332,3 +335,17 @@ def test_a_token_directory_sweeps_q_only(tmp_path):
     assert "only Q is swept" in result.stderr
     summary = orjson.loads((next((tmp_path / "a" / "tune").iterdir()) / "summary.json").read_bytes())
     assert len(summary["plan"]["doc_batches"]) == 1 and [s["setting"]["queue_depth"] for s in summary["settings"]] == [1, 2]
+
+
+def test_terminal_heat_map_colours_a_spread_within_noise_alike():
+    """`fwe tune`'s heat map on the terminal colours by the scale `fwe report` draws (report.figures.cell_shade): a
+    0.216-0.228 % stall spread, every setting within noise of the best, has one background (not red to green), and
+    the legend states the scale's reach and noise floor in stall points."""
+    summary = ranked_summary({(16, 1): [0.00228, 0.00231, 0.00226], (16, 4): [0.00221, 0.00219, 0.00225],
+                              (64, 1): [0.00216, 0.00214, 0.00219], (64, 4): [0.00224, 0.00220, 0.00227]})
+    (table,) = _heatmaps(summary)
+    styles = {cell.split("]", 1)[0] for column in table.columns[1:] for cell in column._cells}
+    assert len(styles) == 1, styles
+    from fwe_cli.cli.tune_cmd import _legend
+
+    assert "red: 10 stall points worse; noise floor 1" in _legend(summary)

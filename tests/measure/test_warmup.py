@@ -130,6 +130,34 @@ def test_tune_leaves_the_verification_out_when_the_budget_is_spent(monkeypatch):
     assert summary["recommendation"]["env"]["NSA_FWE_WARMUP_BATCHES"] == "4"
 
 
+def env_file_values(text: str) -> dict[str, str]:
+    """fwe.env's NAME=value lines, as `set -a; . fwe.env` sets them."""
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("work", [[0.5] + [0.01] * 40, [0.5] + [0.15] * 40], ids=["no-stall", "falls-behind"])
+def test_fwe_env_without_a_warmup_overrides_a_stale_one(monkeypatch, work):
+    """When the recommended setting needs no warmup (no step stalled) or none helps (the loader falls behind),
+    fwe.env still writes the warmup tune decided, NSA_FWE_WARMUP_BATCHES=0 and the default timeout: applied over an
+    environment that holds another node's warmup (8 batches, 5 s, more than the recommended Q of 2 can hold), the
+    resolved config is the one tune decided, with no warmup left in force."""
+    advice = advise_warmup(work, STEP, 20, queue_depth=2).to_dict()
+    assert advice["batches"] == 0
+    monkeypatch.setattr(tune, "spawn_run", lambda config, kind, run_dir, plan, env=None: {
+        "kind": kind, "error": None, "stall_fraction": 0.0, "fetch_p95_ms": 1.0, "warmup_advice": advice})
+    plan = TunePlan(doc_batches=(16,), queue_depths=(2,), repeats=1, budget_s=100.0, steps=1, step_ms=100.0)
+    summary = run_tune(resolve_config(env={}, source="synthetic"), plan, "out", clock=lambda: 0.0)
+    summary.update(finished="now", host={"hostname": "node"}, test_hooks={})
+    written = env_file_values(env_file_text(summary))
+    assert written == {"NSA_FWE_DOC_BATCH": "16", "NSA_FWE_Q": "2", "NSA_FWE_WARMUP_BATCHES": "0",
+                       "NSA_FWE_WARMUP_TIMEOUT": "30"}
+    assert summary["recommendation"]["export"].endswith("NSA_FWE_WARMUP_BATCHES=0 NSA_FWE_WARMUP_TIMEOUT=30")
+    stale = {"NSA_FWE_WARMUP_BATCHES": "8", "NSA_FWE_WARMUP_TIMEOUT": "5", "NSA_FWE_Q": "8"}
+    applied = resolve_config(env={**stale, **written}, source="synthetic")
+    assert (applied.warmup_batches, applied.warmup_timeout, applied.queue_depth) == (0, 30.0, 2)
+    assert applied.warmup_timeout == resolve_config(env={}, source="synthetic").warmup_timeout
+
+
 # -- a real fwe measure ----------------------------------------------------------------------------------------------
 
 def test_measure_says_where_the_stall_went_and_the_warmup_that_removes_it(tmp_path):

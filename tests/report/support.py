@@ -1,11 +1,13 @@
 """Made-up heartbeat lines in the users' format, with the fields other work adds (queue_fill, wait_s_by_stage,
-part), and the PNG header reader the picture tests use."""
+part), a tune summary ranked by fwe tune's own rule from made-up trials, and the PNG header reader the picture tests
+use."""
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
 
+from fwe_cli.measure.tune_rank import OBJECTIVES, rank_settings, recommend
 from tests.helpers import write_jsonl
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -57,3 +59,22 @@ def write_job(folder: Path, ranks: int = 2, steps: int = 120, **kw) -> Path:
     for rank in range(ranks):
         write_jsonl(folder / f"heartbeat_rank{rank}.jsonl", job_lines(rank, steps, pid=1000 + rank, **kw))
     return folder
+
+
+def ranked_summary(values: dict[tuple[int, int], list[float]], objective: str = "stall",
+                   p95_ms: dict[tuple[int, int], float] | None = None) -> dict:
+    """A tune summary of made-up trials (doc batch, Q) -> the objective's value per repeat, ranked and recommended by
+    fwe tune's own rule (tune_rank), shaped as run_tune writes it; `p95_ms`: a setting's fetch p95 (default 1 ms,
+    the target is 100)."""
+    rank_objective = OBJECTIVES[objective]
+    settings = [{"doc_batch": d, "queue_depth": q} for d, q in values]
+    trials = [{"setting": s, "error": None, rank_objective.metric: v,
+               "fetch_p95_ms": (p95_ms or {}).get((s["doc_batch"], s["queue_depth"]), 1.0)}
+              for s in settings for v in values[(s["doc_batch"], s["queue_depth"])]]
+    ranked = rank_settings(settings, trials, rank_objective, 100.0)
+    rec = recommend(ranked, rank_objective, 100.0, swept_threads=False, step_ms=100.0)
+    plan = {"doc_batches": sorted({d for d, _ in values}), "queue_depths": sorted({q for _, q in values}),
+            "threads": None}
+    return {"settings": ranked, "recommendation": rec, "plan": plan,
+            "objective": {"name": objective, "metric": rank_objective.metric, "label": rank_objective.label,
+                          "direction": "max" if rank_objective.sign > 0 else "min"}}

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fwe_cli.report.figures import cell_text, format_metric, phase_waterfall, regression_deltas, tune_heatmaps
+from fwe_cli.report.figures import (REACH_FLOORS, cell_shade, cell_text, format_metric, phase_waterfall,
+                                    regression_deltas, tune_heatmaps)
 from fwe_cli.report.inputs import HeartbeatFile, Input
 from fwe_cli.report.plan import plan_sections
-from tests.report.support import job_lines
+from tests.report.support import job_lines, ranked_summary
 
 PHASES = {"interpreter_start": 0.05, "imports": 0.2, "tokenizer_ready": 0.01, "source_opened": 0.3,
           "first_document": 0.04, "first_batch": 0.02, "warmup_filled": 0.0}
@@ -30,15 +31,22 @@ def tune_summary(threads=(2, 4), recommended=(64, 4, 4)) -> dict:
         for d in (16, 64):
             for q in (1, 4, 8):
                 status = "failed" if (d, q, t) == (16, 8, 2) else "ok"
+                median = None if status == "failed" else round(0.5 / (d * q * (t or 1)), 6)
                 settings.append({"setting": {"doc_batch": d, "queue_depth": q, "tokenizer_threads": t},
-                                 "median": None if status == "failed" else round(0.5 / (d * q * (t or 1)), 6),
+                                 "median": median, "values": [] if median is None else [median],
                                  "status": status, "feasible": q > 1, "tied_with_best": (d, q) == (64, 8)})
     d, q, t = recommended
     plan = {"doc_batches": [16, 64], "queue_depths": [1, 4, 8], "threads": list(threads)}
     return {"settings": settings, "plan": plan,
             "objective": {"name": "stall", "metric": "stall_fraction", "direction": "min", "label": "stall fraction"},
             "recommendation": {"setting": {"doc_batch": d, "queue_depth": q, "tokenizer_threads": t},
-                               "label": f"doc_batch={d} Q={q} threads={t}"}}
+                               "label": f"doc_batch={d} Q={q} threads={t}",
+                               "best": {"doc_batch": 64, "queue_depth": 8, "tokenizer_threads": threads[-1]}}}
+
+
+def shades(heatmap) -> list[list[float | None]]:
+    return [[cell_shade(heatmap, r, c) for c in range(len(heatmap.queue_depths))]
+            for r in range(len(heatmap.doc_batches))]
 
 
 REGRESSION = {"baseline": "base.json", "max_regression_pct": 10.0, "pass": False, "notes": ["fetch_p95_ms: skipped"],
@@ -75,7 +83,7 @@ def test_heatmap_per_thread_count_with_the_recommendation_marked():
     assert two.values[0][2] is None and two.status[0][2] == "failed"
     assert two.values[1][1] == round(0.5 / (64 * 4 * 2), 6)
     assert four.marked == (1, 1) and two.marked is None
-    assert two.scale == four.scale == (round(0.5 / (64 * 8 * 4), 6), round(0.5 / (16 * 1 * 2), 6))  # one colour scale
+    assert two.reach == four.reach == REACH_FLOORS * 1.0 and two.unit == "points"  # one colour scale
     assert (two.direction, two.label, two.metric) == ("min", "stall fraction", "stall_fraction")
     assert cell_text(two, 0, 2) == "failed"
     assert cell_text(two, 0, 0).endswith("!p95")  # Q=1 is not feasible here
@@ -93,6 +101,45 @@ def test_heatmap_without_a_thread_sweep_and_without_a_recommendation():
     assert only.threads is None and only.marked == (1, 1)
     summary["recommendation"] = None
     assert tune_heatmaps(summary)[0].marked is None
+
+
+def test_a_spread_within_noise_is_one_colour_on_a_scale_of_points():
+    """The defect of a 0.216-0.228 % stall spread painted from deep red to deep green: every setting `fwe tune`
+    counts within noise of the best (its table marks them ≈) is one colour (shade 0), and the scale reaches
+    REACH_FLOORS noise floors (10 stall points), so even the 0.012-point spread itself is about a thousandth of it."""
+    summary = ranked_summary({(16, 1): [0.00228, 0.00231, 0.00226], (16, 4): [0.00221, 0.00219, 0.00225],
+                              (64, 1): [0.00216, 0.00214, 0.00219], (64, 4): [0.00224, 0.00220, 0.00227]})
+    assert all(entry["tied_with_best"] for entry in summary["settings"])
+    (heatmap,) = tune_heatmaps(summary)
+    assert shades(heatmap) == [[0.0, 0.0], [0.0, 0.0]]
+    assert (heatmap.unit, heatmap.floor, heatmap.reach) == ("points", 1.0, 10.0)
+    spread = max(map(max, heatmap.shortfall)) - min(map(min, heatmap.shortfall))
+    assert spread / heatmap.reach == pytest.approx(0.0012)
+
+
+def test_settings_beyond_noise_shade_by_how_much_worse_they_are():
+    """Stall: the best (2 %) and a setting 0.4 points off share the noise colour; settings 3 and 38 points worse sit
+    at 3/38 and the far end (the scale reaches the largest shortfall when it exceeds 10 floors); without the 38,
+    3 points is 0.3 of a 10-point scale. Every cell marked ≈ is the noise colour, and one that misses the fetch p95
+    target but whose stall is within noise of the best is too (its colour is about stall; !p95 says the rest)."""
+    values = {(16, 1): [0.40, 0.39, 0.41], (16, 4): [0.05, 0.051, 0.049],
+              (64, 1): [0.024, 0.023, 0.025], (64, 4): [0.02, 0.019, 0.021]}
+    (heatmap,) = tune_heatmaps(ranked_summary(values, p95_ms={(64, 1): 500.0}))
+    assert heatmap.reach == pytest.approx(38.0)
+    assert shades(heatmap) == [[1.0, pytest.approx(3 / 38)], [0.0, 0.0]]
+    assert not heatmap.tied[1][0] and heatmap.noise[1][0] and cell_text(heatmap, 1, 0).endswith("!p95")
+    values[(16, 1)] = [0.031, 0.032, 0.030]  # 1.1 points worse, ranges apart: just beyond noise
+    (heatmap,) = tune_heatmaps(ranked_summary(values))
+    assert heatmap.reach == 10.0 and shades(heatmap) == [[pytest.approx(0.11), pytest.approx(0.3)], [0.0, 0.0]]
+
+
+def test_tokens_per_s_shortfall_is_a_percentage_of_the_best():
+    """tokens/s: the unit is % of the best (the floor 2 %), so a setting 10 % slower with ranges apart sits half-way
+    up a 20 % scale; one 1 % slower is within noise."""
+    (heatmap,) = tune_heatmaps(ranked_summary({(16, 4): [1.0e6, 1.01e6, 0.99e6], (64, 4): [0.9e6, 0.91e6, 0.89e6],
+                                               (32, 4): [0.99e6, 0.995e6, 0.985e6]}, objective="tokens_per_s"))
+    assert (heatmap.unit, heatmap.floor, heatmap.reach) == ("%", 2.0, 20.0)
+    assert shades(heatmap) == [[0.0], [0.0], [pytest.approx(0.5)]]
 
 
 def test_regression_deltas_point_worse_to_the_right():
