@@ -23,7 +23,8 @@ from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
 from fwe_cli.loader.stages import WaitBook, rounded
-from fwe_cli.loader.telemetry import Heartbeat, Parts, percentiles_ms
+from fwe_cli.loader.quantiles import Quantiles, percentiles_ms
+from fwe_cli.loader.telemetry import Heartbeat, Parts
 from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
@@ -48,7 +49,7 @@ class FineWebLoader:
         self.fallback: dict | None = None
         self.parts = Parts(self.heartbeat)
         self.warmup_report: dict | None = None
-        self.fetch_s: list[float] = []
+        self.fetch_s = Quantiles()  # every wait's seconds, in a structure that does not grow with the steps
         self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
         self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (loader.stages)
         self._steps = 0
@@ -213,7 +214,7 @@ class FineWebLoader:
             self._returns_by = None
         dt, by_stage, fill = self.waits.end(began, self.pipeline.clock)
         self._steps += 1
-        self.fetch_s.append(dt)
+        self.fetch_s.add(dt)
         self._rolling.append(dt)
         part = (self._position or {}).get("part")
         if part is not None:
@@ -271,7 +272,7 @@ class FineWebLoader:
         """Counters and latencies so far (JSON-able)."""
         p = self.pipeline
         tok = p.tokenizer
-        fetch = percentiles_ms(self.fetch_s)
+        fetch = self.fetch_s.percentiles_ms()
         return {
             "steps": self._steps,
             "first_batch_s": self.first_batch_s,

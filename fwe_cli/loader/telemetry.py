@@ -1,4 +1,4 @@
-"""Heartbeat telemetry in the users' format, and latency summaries.
+"""Heartbeat telemetry in the users' format (latency percentiles: fwe_cli.loader.quantiles).
 
 Each line of heartbeat_rank{rank}.jsonl: {"ts", "iso", "pid", "rank", "step", "msg", ...fields}.
 Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_warmup
@@ -19,32 +19,10 @@ import os
 import threading
 import time
 import warnings
-from typing import Sequence
 
 import orjson
 
 from fwe_cli.artifacts import output_error, prepare_output_dir, utc_iso
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) of sorted values, interpolated linearly between ranks (numpy's default method).
-
-    Plain Python: numpy's first np.percentile call in a process loads its lazy submodules, which costs a short run
-    (a smoke's summary after one batch) more than the sorting does."""
-    rank = (len(ordered) - 1) * q / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
-    """p50/p95/p99/max in milliseconds of a list of durations in seconds (None when empty)."""
-    if not seconds:
-        return {"p50": None, "p95": None, "p99": None, "max": None}
-    ordered = sorted(float(s) * 1000.0 for s in seconds)
-    return {"p50": round(percentile(ordered, 50), 4), "p95": round(percentile(ordered, 95), 4),
-            "p99": round(percentile(ordered, 99), 4), "max": round(ordered[-1], 4)}
-
 
 
 class Heartbeat:
