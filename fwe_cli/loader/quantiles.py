@@ -50,6 +50,12 @@ def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
     return summary_ms(sorted(float(s) for s in seconds))
 
 
+_GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
+_PER_LOG = 1.0 / math.log(_GAMMA)
+_NO_FLOOR = -(1 << 62)  # below any bucket index a float can have
+_log, _ceil = math.log, math.ceil  # `add` runs once per step: module-level names, no attribute look-ups
+
+
 class Quantiles:
     """Percentiles of a stream of non-negative values within RELATIVE_ACCURACY, in at most MAX_BUCKETS counts.
 
@@ -58,48 +64,54 @@ class Quantiles:
         fetch.percentiles_ms()        # {"p50", "p95", "p99", "max"}, as percentiles_ms of every value would give
     """
 
-    _gamma = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
-    _per_log = 1.0 / math.log(_gamma)
-
     def __init__(self) -> None:
         self.count = 0
         self.total = 0.0
-        self.min: float | None = None
-        self.max: float | None = None
         self.zeros = 0
         self.buckets: dict[int, int] = {}
         """Bucket index -> how many values fell in it (values > 0 only)."""
-        self._floor: int | None = None  # once buckets were folded: the lowest index kept, where lower values go
+        self._low = math.inf
+        self._high = -math.inf
+        self._floor = _NO_FLOOR  # once buckets were folded: the lowest index kept, where lower values go
 
     def add(self, value: float) -> None:
         """Count one value (ValueError for a negative one or NaN)."""
         if value > 0.0:
-            index = math.ceil(math.log(value) * self._per_log)
-            if self._floor is not None and index < self._floor:
+            index = _ceil(_log(value) * _PER_LOG)
+            if index < self._floor:
                 index = self._floor
             buckets = self.buckets
-            if index in buckets:
-                buckets[index] += 1
-            else:
+            held = buckets.get(index)
+            if held is None:
                 buckets[index] = 1
                 if len(buckets) > MAX_BUCKETS:
                     self._fold()
+            else:
+                buckets[index] = held + 1
         elif value == 0.0:
             self.zeros += 1
         else:
             raise ValueError(f"Quantiles counts values >= 0, got {value!r}")
         self.count += 1
         self.total += value
-        if self.min is None or value < self.min:
-            self.min = value
-        if self.max is None or value > self.max:
-            self.max = value
+        if value < self._low:
+            self._low = value
+        if value > self._high:
+            self._high = value
 
     def _fold(self) -> None:
         """Fold the lowest bucket into the next one up, which becomes the floor."""
         lowest, floor = sorted(self.buckets)[:2]
         self.buckets[floor] += self.buckets.pop(lowest)
         self._floor = floor
+
+    @property
+    def min(self) -> float | None:
+        return self._low if self.count else None
+
+    @property
+    def max(self) -> float | None:
+        return self._high if self.count else None
 
     @property
     def mean(self) -> float | None:
@@ -147,5 +159,5 @@ class OrderedView:
         if rank < self._zeros:
             return 0.0
         index = self._indexes[bisect.bisect_right(self._ends, rank)]
-        estimate = 2.0 * Quantiles._gamma ** index / (Quantiles._gamma + 1.0)
+        estimate = 2.0 * _GAMMA ** index / (_GAMMA + 1.0)
         return min(max(estimate, self._min), self._max)
