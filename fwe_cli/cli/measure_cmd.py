@@ -63,7 +63,7 @@ def _stall_cell(stall: float | None) -> str:
 
 
 def _stalled_cell(run: dict) -> str:
-    """Steps after the first that found the queue empty and waited (measure.warmup.stalled_steps), and the first."""
+    """Steps after the first that found the queue empty and waited (measure.warmup.StalledSteps), and the first."""
     if not run.get("stalled_steps"):
         return "—" if run.get("stalled_steps") is None else "0"
     return f"{run['stalled_steps']} (from {run['first_stalled_step']})"

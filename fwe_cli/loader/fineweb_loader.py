@@ -14,7 +14,6 @@ import dataclasses
 import importlib.util
 import time
 import warnings
-from collections import deque
 from typing import Iterator
 
 from fwe_cli.loader.config import LoaderConfig
@@ -25,14 +24,14 @@ from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
 from fwe_cli.loader.resume import build_state, check_states
 from fwe_cli.loader.sources.spec import SourceSpec
 from fwe_cli.loader.stages import WaitBook, rounded
-from fwe_cli.loader.telemetry import Heartbeat, percentiles_ms
+from fwe_cli.loader.quantiles import Quantiles
+from fwe_cli.loader.telemetry import Heartbeat
 from fwe_cli.loader.tokenization.names import described
 from fwe_cli.loader.transient import watch
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
 FALLBACK_JOIN_S = 1.0
-ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 in heartbeat lines
 
 
 class FineWebLoader:
@@ -50,8 +49,7 @@ class FineWebLoader:
         self.first_batch_s: float | None = None
         self.fallback: dict | None = None
         self.warmup_report: dict | None = None
-        self.fetch_s: list[float] = []
-        self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
+        self.fetch_s = Quantiles()  # every wait's seconds, in a structure that does not grow with the steps
         self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (loader.stages)
         self._steps = 0
         self._closed = False
@@ -221,8 +219,7 @@ class FineWebLoader:
         self._steps += 1
         self._taken += 1
         self.pipeline.recent.release_before(self._position)
-        self.fetch_s.append(dt)
-        self._rolling.append(dt)
+        self.fetch_s.add(dt)
         source = self.pipeline.documents.opened
         fields = source.on_batch(segment, self._steps, dt, self.heartbeat.emit) if source is not None else {}
         if self._steps == 1:
@@ -230,11 +227,7 @@ class FineWebLoader:
             shard = self.config.shard
             self.heartbeat.emit("fineweb_loader_ready", step=0, dt=round(self.first_batch_s, 6),
                                 shard=[shard.mod, shard.rem], shard_from=self.config.shard_from)
-        if self.heartbeat.path is not None:  # the rolling percentiles sort a window every batch: only when written
-            roll = percentiles_ms(self._rolling)
-            self.heartbeat.emit("fineweb_fetch", step=self._steps, dt_fetch_s=round(dt, 6),
-                                fetch_p50_ms=roll["p50"], fetch_p95_ms=roll["p95"], **fields,
-                                queue_fill=fill, wait_s_by_stage=rounded(by_stage))
+        self.heartbeat.fetch(self._steps, dt, **fields, queue_fill=fill, wait_s_by_stage=rounded(by_stage))
         return batch
 
     def _fall_back(self, exc: FweError, limit: float):
@@ -281,7 +274,7 @@ class FineWebLoader:
         """Counters and latencies so far (JSON-able)."""
         p = self.pipeline
         tok = p.tokenizer
-        fetch = percentiles_ms(self.fetch_s)
+        fetch = self.fetch_s.percentiles_ms()
         return {
             "steps": self._steps,
             "first_batch_s": self.first_batch_s,

@@ -116,7 +116,8 @@ def rounded(split: dict[str, float], digits: int = 6) -> dict[str, float]:
 
 
 class WaitBook:
-    """The consumer's waits: each one's split by producer stage, the queue fill it found, and totals.
+    """The consumer's waits: each one's split by producer stage, the queue fill it found, and totals (of a fixed
+    size: nothing is kept per wait).
 
         began = book.begin(pipeline.clock, prefetcher)   # before taking the batch
         ...                                               # take it
@@ -124,7 +125,8 @@ class WaitBook:
     """
 
     def __init__(self) -> None:
-        self.fills: list[int] = []
+        self.fill_count = 0  # waits that read the queue's fill (with prefetch only)
+        self.fill_total = 0  # the batches they found queued, summed
         self.stall_s: dict[str, float] = {}
         self.first_s: dict[str, float] | None = None
 
@@ -132,7 +134,8 @@ class WaitBook:
         """The wait starts now; `prefetcher` (None without prefetch: the consumer produces, nothing is queued)."""
         fill = prefetcher.qsize() if prefetcher is not None else None
         if fill is not None:
-            self.fills.append(fill)
+            self.fill_count += 1
+            self.fill_total += fill
         if fill:  # a batch is queued: the wait is the hand-off, whatever the producer does (no clock reading)
             return clock, time.perf_counter(), None, fill
         t0, totals = clock.snapshot()
@@ -157,7 +160,7 @@ class WaitBook:
 
     def stats(self, clock: StageClock) -> dict:
         """The loader stats' share: mean queue fill, the waits' totals by stage, the producer's own time by stage."""
-        return {"mean_queue_fill": sum(self.fills) / len(self.fills) if self.fills else None,
+        return {"mean_queue_fill": self.fill_total / self.fill_count if self.fill_count else None,
                 "stall_by_stage_s": rounded(between({}, self.stall_s)),
                 "first_wait_by_stage_s": None if self.first_s is None else rounded(self.first_s),
                 "producer_s_by_stage": rounded(between({}, clock.snapshot()[1]))}

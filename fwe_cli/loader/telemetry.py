@@ -1,4 +1,4 @@
-"""Heartbeat telemetry in the users' format, and latency summaries.
+"""Heartbeat telemetry in the users' format (latency percentiles: fwe_cli.loader.quantiles).
 
 Each line of heartbeat_rank{rank}.jsonl: {"ts", "iso", "pid", "rank", "step", "msg", ...fields}.
 Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_warmup
@@ -18,32 +18,14 @@ import os
 import threading
 import time
 import warnings
-from typing import Sequence
+from collections import deque
 
 import orjson
 
 from fwe_cli.artifacts import output_error, prepare_output_dir, utc_iso
+from fwe_cli.loader.quantiles import percentiles_ms
 
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) of sorted values, interpolated linearly between ranks (numpy's default method).
-
-    Plain Python: numpy's first np.percentile call in a process loads its lazy submodules, which costs a short run
-    (a smoke's summary after one batch) more than the sorting does."""
-    rank = (len(ordered) - 1) * q / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def percentiles_ms(seconds: Sequence[float]) -> dict[str, float | None]:
-    """p50/p95/p99/max in milliseconds of a list of durations in seconds (None when empty)."""
-    if not seconds:
-        return {"p50": None, "p95": None, "p99": None, "max": None}
-    ordered = sorted(float(s) * 1000.0 for s in seconds)
-    return {"p50": round(percentile(ordered, 50), 4), "p95": round(percentile(ordered, 95), 4),
-            "p99": round(percentile(ordered, 99), 4), "max": round(ordered[-1], 4)}
-
+ROLLING_WINDOW = 200  # fetch latencies kept for the rolling p50/p95 of the fineweb_fetch lines
 
 
 class Heartbeat:
@@ -54,6 +36,7 @@ class Heartbeat:
         self.path = None
         self._lock = threading.Lock()
         self._handle = None
+        self._rolling: deque[float] = deque(maxlen=ROLLING_WINDOW)
         if directory:
             prepare_output_dir(directory, "write heartbeat to")  # OutputError naming the directory (a file, unwritable): before any work
             self.path = os.path.join(directory, f"heartbeat_rank{rank}.jsonl")
@@ -79,6 +62,15 @@ class Heartbeat:
                     self._handle.close()
                     self._handle = None
                     warnings.warn(f"heartbeat stopped: {output_error('write heartbeat', self.path, exc)}", stacklevel=2)
+
+    def fetch(self, step: int, dt: float, **fields) -> None:
+        """The fineweb_fetch line of a step that waited `dt` seconds, with the rolling p50/p95 of the last
+        ROLLING_WINDOW waits (sorted per line: only when the line is written)."""
+        self._rolling.append(dt)
+        if self._handle is not None:
+            roll = percentiles_ms(self._rolling)
+            self.emit("fineweb_fetch", step=step, dt_fetch_s=round(dt, 6), fetch_p50_ms=roll["p50"],
+                      fetch_p95_ms=roll["p95"], **fields)
 
     def close(self) -> None:
         with self._lock:

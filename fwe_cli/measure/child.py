@@ -67,37 +67,39 @@ def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
     import psutil
 
     from fwe_cli.errors import EndOfData
-    from fwe_cli.loader.telemetry import percentiles_ms
-    from fwe_cli.measure.warmup import stalled_steps
+    from fwe_cli.loader.quantiles import Quantiles
+    from fwe_cli.measure.warmup import StalledSteps
 
     proc = psutil.Process()
-    blocked, fills = [], []
+    blocked, stalled, fill_total = Quantiles(), StalledSteps(), 0  # of a fixed size, however many steps
     docs0, cpu0, t0 = loader.pipeline.docs, proc.cpu_times(), time.perf_counter()
     pulled = 0
-    while len(blocked) < steps or time.perf_counter() - t0 < min_s:
-        fills.append(loader._prefetcher.qsize() if loader._prefetcher is not None else 0)
+    while blocked.count < steps or time.perf_counter() - t0 < min_s:
+        fill = loader._prefetcher.qsize() if loader._prefetcher is not None else 0
         s = time.perf_counter()
         try:
             batch = loader.next_batch()
         except EndOfData:
             break
-        blocked.append(time.perf_counter() - s)
+        wait = time.perf_counter() - s
+        blocked.add(wait)
+        stalled.note(fill, wait)
+        fill_total += fill
         pulled += int(np.prod(batch.shape))
         if step_ms:
             time.sleep(step_ms / 1000.0)
     wall = time.perf_counter() - t0
     cpu1 = proc.cpu_times()
-    lat = percentiles_ms(blocked)
-    stalled = stalled_steps(fills, blocked)
+    lat = blocked.percentiles_ms()
     return {
-        "steps": len(blocked), "wall_s": round(wall, 6),
+        "steps": blocked.count, "wall_s": round(wall, 6),
         "fetch_p50_ms": lat["p50"], "fetch_p95_ms": lat["p95"], "fetch_p99_ms": lat["p99"], "fetch_max_ms": lat["max"],
-        "stall_fraction": round(sum(blocked) / wall, 6) if wall and step_ms else None,
+        "stall_fraction": round(blocked.total / wall, 6) if wall and step_ms else None,
         "tokens_per_s": round(pulled / wall, 1) if wall else None,
         "docs_per_s": round((loader.pipeline.docs - docs0) / wall, 2) if wall else None,
-        "mean_queue_fill": round(float(np.mean(fills)), 3) if fills else None,
+        "mean_queue_fill": round(fill_total / blocked.count, 3) if blocked.count else None,
         "cpu_percent": round(100 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / wall, 1) if wall else None,
-        "stalled_steps": len(stalled), "first_stalled_step": stalled[0] if stalled else None,
+        "stalled_steps": stalled.count, "first_stalled_step": stalled.first,
     }
 
 

@@ -11,6 +11,7 @@ import glob
 import io
 import threading
 import time
+from typing import Callable
 
 import numpy as np
 import orjson
@@ -24,49 +25,83 @@ from fwe_cli.loader.fineweb_loader import FineWebLoader
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
 
 
-def check_batches(batches: list[np.ndarray], config: LoaderConfig, vocab_size: int, eos_id: int) -> list[dict]:
-    """Shape, dtype, id range and separator checks; each {name, ok, detail}."""
-    checks = []
-    shape = (config.batch_size, config.seq_len)
-    bad_shape = [i for i, b in enumerate(batches) if tuple(b.shape) != shape]
-    checks.append({"name": "shape", "ok": not bad_shape,
-                   "detail": f"expected {list(shape)}" + (f"; wrong in batches {bad_shape}" if bad_shape else "")})
-    bad_dtype = sorted({str(b.dtype) for b in batches} - {"int32"})
-    checks.append({"name": "dtype", "ok": not bad_dtype, "detail": "int32" if not bad_dtype else f"got {bad_dtype}"})
-    lo = min(int(b.min()) for b in batches)
-    hi = max(int(b.max()) for b in batches)
-    checks.append({"name": "id_range", "ok": lo >= 0 and hi < vocab_size,
-                   "detail": f"ids in [{lo}, {hi}], vocab_size {vocab_size}"})
-    pulled = sum(int(b.size) for b in batches)
-    separators = sum(int(np.count_nonzero(b == eos_id)) for b in batches)
-    enough = pulled >= SEPARATOR_CHECK_MIN_TOKENS
-    checks.append({"name": "separators", "ok": separators > 0 or not enough,
-                   "detail": f"{separators} end-of-document ids (id {eos_id}) in {pulled} tokens"
-                   + ("" if separators or enough else "; too few tokens pulled to require one")})
-    return checks
+class BatchChecks:
+    """The checks of the pulled batches (shape, dtype, id range, separators), made as each batch comes: a smoke of a
+    million batches keeps none of them. `add(batch, eos_id)` each batch with its tokenizer's end-of-document id, or
+    None while no tokenizer is loaded (a warm Hub start's kept batches: held until one is, few by nature);
+    `checks(vocab_size, eos_id)` the verdicts, each {name, ok, detail}."""
+
+    LISTED = 10  # batch numbers named in a failed shape check
+
+    def __init__(self, shape: tuple[int, int]):
+        self.shape = shape
+        self.batches = 0
+        self.tokens = 0
+        self.bad_shape: list[int] = []  # the first LISTED batches of a wrong shape
+        self.bad_shapes = 0
+        self.dtypes: set[str] = set()
+        self.low: int | None = None
+        self.high: int | None = None
+        self.separators = 0
+        self._held: list[np.ndarray] = []  # batches waiting for an eos id to count theirs
+
+    def add(self, batch: np.ndarray, eos_id: int | None) -> None:
+        if tuple(batch.shape) != self.shape:
+            self.bad_shapes += 1
+            if len(self.bad_shape) < self.LISTED:
+                self.bad_shape.append(self.batches)
+        self.batches += 1
+        self.tokens += int(batch.size)
+        self.dtypes.add(str(batch.dtype))
+        low, high = int(batch.min()), int(batch.max())
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
+        if eos_id is None:
+            self._held.append(batch)
+            return
+        self._count_separators(eos_id)
+        self.separators += int(np.count_nonzero(batch == eos_id))
+
+    def _count_separators(self, eos_id: int) -> None:
+        for held in self._held:
+            self.separators += int(np.count_nonzero(held == eos_id))
+        self._held = []
+
+    def checks(self, vocab_size: int, eos_id: int) -> list[dict]:
+        self._count_separators(eos_id)
+        more = f" and {self.bad_shapes - len(self.bad_shape)} more" if self.bad_shapes > len(self.bad_shape) else ""
+        bad_dtype = sorted(self.dtypes - {"int32"})
+        enough = self.tokens >= SEPARATOR_CHECK_MIN_TOKENS
+        return [
+            {"name": "shape", "ok": not self.bad_shapes, "detail": f"expected {list(self.shape)}"
+             + (f"; wrong in batches {self.bad_shape}{more}" if self.bad_shapes else "")},
+            {"name": "dtype", "ok": not bad_dtype, "detail": "int32" if not bad_dtype else f"got {bad_dtype}"},
+            {"name": "id_range", "ok": self.low >= 0 and self.high < vocab_size,
+             "detail": f"ids in [{self.low}, {self.high}], vocab_size {vocab_size}"},
+            {"name": "separators", "ok": self.separators > 0 or not enough,
+             "detail": f"{self.separators} end-of-document ids (id {eos_id}) in {self.tokens} tokens"
+             + ("" if self.separators or enough else "; too few tokens pulled to require one")}]
 
 
 def _as_numpy(batch) -> np.ndarray:
     return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
 
 
-def _pull(loader: FineWebLoader, batches: int, pulled: list[np.ndarray] | None = None) -> list[np.ndarray]:
-    """Up to `batches` batches appended to `pulled` (those before a failure stay there) and returned, all within
+def _pull(loader: FineWebLoader, batches: int, take: Callable[[np.ndarray], None]) -> None:
+    """Up to `batches` batches, each handed to `take` as it comes (those before a failure too), all within
     the one limit config.loader_timeout (the loader keeps it: `deadline`); LoaderTimeout naming the stage when it
     passes. A fallback to synthetic data gives the batches after it the
     whole limit again (they come from another source)."""
     seconds = loader.config.loader_timeout
     deadline = time.perf_counter() + seconds
-    pulled = [] if pulled is None else pulled
     for _ in range(batches):
         fell_back = loader.fallback is not None
         try:
-            pulled.append(_as_numpy(loader.next_batch(deadline=deadline)))
+            take(_as_numpy(loader.next_batch(deadline=deadline)))
         except EndOfData:
             break
         if loader.fallback is not None and not fell_back:
             deadline = time.perf_counter() + seconds
-    return pulled
 
 
 class SmokeRun:
@@ -99,16 +134,23 @@ class SmokeRun:
         loader; the result and the run's failure (None when ok). `save_path`: an .npz for the batches;
         `save_state`: where to write the loader's state after the last batch (JSON)."""
         config, loader = self.config, self.loader
-        pulled: list[np.ndarray] = []
+        checks = BatchChecks((config.batch_size, config.seq_len))
+        kept: list[np.ndarray] = []  # only with save_path: the batches to save
+
+        def take(batch: np.ndarray) -> None:
+            checks.add(batch, getattr(loader.pipeline.tokenizer, "eos_id", None))
+            if save_path:
+                kept.append(batch)
+
         error: FweError | None = None
         try:
-            _pull(loader, batches, pulled)
+            _pull(loader, batches, take)
         except FweError as exc:
             error = exc
         finally:
             elapsed = time.perf_counter() - loader.created
             loader.close(join_timeout=0.5 if error else 2.0, abandon_encodes=True)  # its caller ends the run now
-        result = _result(config, loader.stats(), pulled, error, elapsed)
+        result = _result(config, loader.stats(), checks, error, elapsed)
         sent = request_times()[self._requests_before:]
         produced = loader.pipeline.marks.get("first_batch")
         counting = self._counting
@@ -120,7 +162,7 @@ class SmokeRun:
             "config": config.to_json(), "env": env_snapshot(), **(self._facts or provenance()),
             "started": self.started, "finished": utc_iso(),
         })
-        if save_state and (error is None or pulled):  # after a failure: where the batches handed over end
+        if save_state and (error is None or checks.batches):  # after a failure: where the batches handed over end
             try:
                 write_atomic(save_state, orjson.dumps(loader.state_dict()) + b"\n")
                 result["saved_state"] = save_state
@@ -133,8 +175,8 @@ class SmokeRun:
                                       "plan": plan.to_dict() if plan is not None else None}
         elif self.resume is not None:
             result["resumed_from"] = {"batches": self.resume.get("batches"), "position": self.resume.get("position")}
-        if save_path and pulled:
-            failure = _save(save_path, pulled, config)
+        if save_path and kept:
+            failure = _save(save_path, kept, config)
             if failure is None:
                 result["saved_batches"] = save_path
             elif error is None:  # the batches were fine; the run still failed to deliver what was asked
@@ -177,18 +219,18 @@ def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputEr
     return None
 
 
-def _result(config: LoaderConfig, stats: dict, pulled: list[np.ndarray], error: Exception | None,
+def _result(config: LoaderConfig, stats: dict, pulled: BatchChecks, error: Exception | None,
             elapsed: float) -> dict:
     """The smoke result's measured part (keys in the artifact's order; SmokeRun.finish adds context after them)."""
     tok = stats["tokenizer"]
-    checks = check_batches(pulled, config, tok["vocab_size"], tok["eos_id"]) if pulled and tok else []
-    if error is None and not pulled:
+    checks = pulled.checks(tok["vocab_size"], tok["eos_id"]) if pulled.batches and tok else []
+    if error is None and not pulled.batches:
         checks.append({"name": "batches", "ok": False, "detail": "the source ended before one full batch"})
-    tokens = sum(int(b.size) for b in pulled)
+    tokens = pulled.tokens
     return {
-        "ok": error is None and bool(pulled) and all(c["ok"] for c in checks),
+        "ok": error is None and bool(pulled.batches) and all(c["ok"] for c in checks),
         "first_batch_s": stats["first_batch_s"],
-        "batches": len(pulled),
+        "batches": pulled.batches,
         "shape": [config.batch_size, config.seq_len],
         "dtype": "int32",
         "tokens": tokens,

@@ -145,10 +145,22 @@ def combine(advice: Sequence[dict]) -> dict | None:
                 stalled_steps=max(a["stalled_steps"] for a in advice))
 
 
-def stalled_steps(fills: Sequence[int | None], waits: Sequence[float]) -> list[int]:
-    """The steps (numbered from 2: the waits after the first batch) that found the queue empty and waited longer
-    than STALL_S: a measured run's stalled steps."""
-    return [step for step, (fill, wait) in enumerate(zip(fills, waits), start=2) if not fill and wait > STALL_S]
+class StalledSteps:
+    """A measured run's stalled steps, counted as the steps come (nothing kept per step): the steps after the first
+    (numbered from 2, as the heartbeat numbers them) that found the queue empty and waited longer than STALL_S."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: int | None = None
+        self._step = 1
+
+    def note(self, fill: int | None, wait: float) -> None:
+        """The next step found `fill` batches queued and waited `wait` seconds."""
+        self._step += 1
+        if not fill and wait > STALL_S:
+            self.count += 1
+            if self.first is None:
+                self.first = self._step
 
 
 def advice_env(advice: dict | None, queue_depth: int) -> dict[str, str]:

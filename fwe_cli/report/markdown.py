@@ -3,7 +3,7 @@ GitHub's flavour so a CI job can append it to its step summary (`cat OUT/report.
 
 from __future__ import annotations
 
-from fwe_cli.loader.telemetry import percentiles_ms
+from fwe_cli.loader.quantiles import percentiles_ms
 from fwe_cli.measure.tune_warmup import warmup_text
 from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, tune_heatmaps
 from fwe_cli.report.plan import Section

@@ -68,16 +68,24 @@ def p95(values: list[float]) -> float | None:
 
 
 def run_loader(settings: dict, step_s: float, after_head: int | None, limit: int | None, keep: bool = False) -> dict:
-    """One loader in this process: fetch latency per step, first batch, boundary step (and the batches if `keep`).
-    Stops `after_head` batches after the last head batch, or after `limit` batches."""
+    """One loader in this process: fetch latency per step (each next() as the caller sees it), first batch,
+    boundary step (and the batches if `keep`). Stops `after_head` batches after the last head batch, or after
+    `limit` batches."""
+    from fwe_cli.errors import EndOfData
     from fwe_cli.loader import FineWebLoader, resolve_config
 
     config = resolve_config(env={}, tokenizer=settings.pop("tokenizer"), seq_len=SEQ_LEN, batch_size=BATCH,
                             **settings)
-    batches = []
+    batches, fetch_s = [], []
     with FineWebLoader(config) as loader:
-        for batch in loader:
-            steps = len(loader.fetch_s)
+        while True:
+            asked = time.perf_counter()
+            try:
+                batch = loader.next_batch()
+            except EndOfData:
+                break
+            fetch_s.append(time.perf_counter() - asked)
+            steps = len(fetch_s)
             if keep:
                 batches.append(np.array(batch))
             last_head = loader.parts.last_step.get("head", 0)
@@ -88,7 +96,7 @@ def run_loader(settings: dict, step_s: float, after_head: int | None, limit: int
             if step_s:
                 time.sleep(step_s)  # the simulated training step: the loader's producer runs meanwhile
         stats = loader.stats()
-    return {"first_batch_s": stats["first_batch_s"], "fetch_s": list(loader.fetch_s), "steps": stats["steps"],
+    return {"first_batch_s": stats["first_batch_s"], "fetch_s": fetch_s, "steps": stats["steps"],
             "parts": stats.get("parts"), "batches": batches}
 
 
@@ -122,9 +130,9 @@ def time_to_failure(tokenizer: str, head: Path) -> dict:
             for _ in loader:
                 last = time.perf_counter()
         except FweError as exc:
-            return {"error": type(exc).__name__, "line": str(exc), "head_batches": len(loader.fetch_s),
+            return {"error": type(exc).__name__, "line": str(exc), "head_batches": loader.stats()["steps"],
                     "boundary_to_error_s": round(time.perf_counter() - last, 3)}
-    return {"error": None, "line": None, "head_batches": len(loader.fetch_s), "boundary_to_error_s": None}
+    return {"error": None, "line": None, "head_batches": loader.stats()["steps"], "boundary_to_error_s": None}
 
 
 def tokenize_batch_s(head: Path, tokenizer: str) -> float:

@@ -1,9 +1,17 @@
-"""Heartbeat files in the users' format; warmup reporting; progress every report_docs documents."""
+"""Heartbeat files in the users' format; warmup reporting; progress every report_docs documents; telemetry that does
+not grow with the steps."""
+
+from collections import deque
 
 import orjson
 import pytest
 
 from fwe_cli.loader import FineWebLoader, SourceError, resolve_config
+from fwe_cli.loader.pipeline import effective_threads
+from fwe_cli.loader.telemetry import ROLLING_WINDOW
+from fwe_cli.loader.prefetch import KEEP_PRODUCED
+from fwe_cli.loader.quantiles import MAX_BUCKETS
+from fwe_cli.loader.stages import STAGES
 
 BASE_KEYS = {"ts", "iso", "pid", "rank", "step", "msg"}
 
@@ -60,18 +68,36 @@ def test_loader_error_event_is_written(tmp_path):
     assert len(errors) == 1 and "nope.jsonl" in errors[0]["error"]
 
 
+def _kept(loader) -> dict[str, int]:
+    """The size of every list, dict, set or deque held as an attribute by the loader or its telemetry (its waits,
+    heartbeat, prefetcher, fetch sketch, and the pipeline's document batches in flight)."""
+    owners = {"loader": loader, "waits": loader.waits, "heartbeat": loader.heartbeat, "prefetcher": loader._prefetcher,
+              "fetch_s": loader.fetch_s, "recent": loader.pipeline.recent}
+    return {f"{name}.{attr}": len(value) for name, owner in owners.items()
+            if hasattr(owner, "__dict__") for attr, value in vars(owner).items()
+            if isinstance(value, (list, dict, set, deque))}
 
-@pytest.mark.parametrize("n", [1, 2, 3, 20, 1001])
-def test_percentiles_match_numpys_linear_method(n):
-    """percentiles_ms (plain Python) gives numpy's default (linear) percentiles, in ms, and the max."""
-    import random
 
-    import numpy as np
-
-    from fwe_cli.loader.telemetry import percentiles_ms
-
-    values = [random.Random(n).expovariate(50.0) for _ in range(n)]
-    got = percentiles_ms(values)
-    want = np.percentile(np.asarray(values) * 1000.0, [50, 95, 99])
-    assert [got["p50"], got["p95"], got["p99"]] == pytest.approx([round(float(v), 4) for v in want], abs=1e-4)
-    assert got["max"] == pytest.approx(max(values) * 1000.0, abs=1e-4)
+def test_a_loaders_telemetry_does_not_grow_with_its_steps():
+    """Nothing a loader keeps for its stats grows per step: every container of its telemetry has the same size after
+    5,000 and after 20,000 steps, but those bounded by design, which stay within their bounds: the prefetcher's
+    timeline, the rolling window, the waits by stage, the fetch sketch's buckets, the document batches in flight. A list of every fetch or queue
+    fill would have grown by 15,000; the stats still cover every step."""
+    cfg = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=16, batch_size=1)
+    in_flight = cfg.queue_depth + 2 * effective_threads(cfg) + 2  # document batches queued, encoding and packing
+    bounded = {"prefetcher.produced": KEEP_PRODUCED, "heartbeat._rolling": ROLLING_WINDOW, "recent._held": in_flight, "waits.stall_s": len(STAGES),
+               "waits.first_s": len(STAGES), "fetch_s.buckets": MAX_BUCKETS}
+    with FineWebLoader(cfg) as loader:
+        for _ in range(5_000):
+            loader.next_batch()
+        early = _kept(loader)
+        for _ in range(15_000):
+            loader.next_batch()
+        late = _kept(loader)
+        stats = loader.stats()
+    assert {key: size for key, size in late.items() if key not in bounded} == {
+        key: size for key, size in early.items() if key not in bounded}
+    assert all(late[key] <= bound for key, bound in bounded.items() if key in late), late
+    assert "fetch_s.buckets" in late and "prefetcher.produced" in late  # the walk reaches the structures that count
+    assert stats["steps"] == loader.fetch_s.count == 20_000 and stats["fetch_max_ms"] > 0
+    assert 0 <= stats["mean_queue_fill"] <= cfg.queue_depth

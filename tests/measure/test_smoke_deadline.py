@@ -83,13 +83,17 @@ def test_smoke_keeps_one_limit_for_all_batches_and_renews_it_after_a_fallback(mo
     monkeypatch.setattr(FineWebLoader, "next_batch", recorded)
     good = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=64, loader_timeout=5)
     with FineWebLoader(good) as loader:
-        assert len(smoke._pull(loader, 3)) == 3
+        taken = []
+        smoke._pull(loader, 3, taken.append)
+        assert len(taken) == 3
     assert deadlines == [105.0, 105.0, 105.0]
     deadlines.clear()
     failing = resolve_config(env={}, local_path=str(tmp_path / "missing.jsonl"), tokenizer="byte", seq_len=64,
                              loader_timeout=5, synthetic_on_fail=True)
     with pytest.warns(RuntimeWarning, match="FALLING BACK"), FineWebLoader(failing) as loader:
-        assert len(smoke._pull(loader, 3)) == 3
+        taken = []
+        smoke._pull(loader, 3, taken.append)
+        assert len(taken) == 3
     assert deadlines == [108.0, 109.0, 109.0]  # fell back in the first call; the clock read 104 after it
 
 

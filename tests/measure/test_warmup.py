@@ -11,7 +11,7 @@ import pytest
 from fwe_cli.loader import resolve_config
 from fwe_cli.measure import tune
 from fwe_cli.measure.tune import TunePlan, env_file_text, run_tune
-from fwe_cli.measure.warmup import (STALL_S, advice_env, advise_warmup, combine, simulate, stalled_steps,
+from fwe_cli.measure.warmup import (STALL_S, advice_env, advise_warmup, StalledSteps, combine, simulate,
                                     work_times)
 from tests.helpers import invoke
 
@@ -81,8 +81,17 @@ def test_runs_combine_to_the_largest_need_and_a_run_none_helps_decides():
 
 def test_a_measured_stall_is_an_empty_queue_and_a_real_wait():
     """Measured stalled steps (numbered from 2, as the heartbeat numbers them): the queue was empty when the step
-    asked and it waited more than STALL_S; a long wait with a batch queued (the GIL) is not one."""
-    assert stalled_steps([0, 3, 0, 0], [0.05, 0.01, 0.0002, 0.2]) == [2, 5]
+    asked and it waited more than STALL_S; a long wait with a batch queued (the GIL) is not one. Counted as they come:
+    how many, and the first."""
+    stalled = StalledSteps()
+    assert (stalled.count, stalled.first) == (0, None)
+    for fill, wait in zip([0, 3, 0, 0], [0.05, 0.01, 0.0002, 0.2]):
+        stalled.note(fill, wait)
+    assert (stalled.count, stalled.first) == (2, 2)
+    late = StalledSteps()
+    for fill, wait in zip([None, 0, 0], [0.0002, 0.0001, 0.3]):  # None: no prefetch, nothing queued
+        late.note(fill, wait)
+    assert (late.count, late.first) == (1, 4)
 
 
 # -- fwe tune: the recommended setting's warmup into fwe.env, verified by one more run -------------------------------

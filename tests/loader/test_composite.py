@@ -1,0 +1,90 @@
+"""A source made of sources, defined in this file alone (one class and one registration, nothing of fwe_cli changed
+for it): every other document of its child. It runs through `fwe smoke`'s Python path like any built-in source, and
+a state saved there resumes it exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import orjson
+import pytest
+
+from fwe_cli.errors import ConfigError
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.registry import register
+from fwe_cli.loader.sources.spec import SourceSpec
+from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.measure.smoke import SmokeRun, read_resume_state
+
+
+@dataclass(frozen=True, slots=True)
+class EveryOtherPosition(Position, name="test_every_other"):
+    """Just after a kept document: its child's position there (the child's next document is the one dropped)."""
+
+    child: Position
+
+
+class EveryOther(Source):
+    """The child's documents 0, 2, 4, ...: a composite as a user would write one."""
+
+    children_allowed = (1, 1)
+    position_type = EveryOtherPosition
+
+    def documents(self, epoch: int, at: EveryOtherPosition | None,
+                  order: Order) -> Iterator[tuple[Document, EveryOtherPosition]]:
+        child = self.children[0]
+        first_kept = 0 if at is None else 1  # after a kept document comes one that is dropped
+        for i, (doc, after) in enumerate(child.documents(epoch, at.child if at else None, order)):
+            if i % 2 == first_kept % 2:
+                yield doc, EveryOtherPosition(after)
+
+
+register("test_every_other", EveryOther)
+
+SPEC = SourceSpec.of("test_every_other", SourceSpec.of("synthetic", seed=11))
+SHAPE = dict(tokenizer="byte", seq_len=512, batch_size=2, doc_batch=1, queue_depth=2, tokenizer_threads=1)
+
+
+def test_the_composite_yields_every_other_document_of_its_child():
+    """The registered kind is read through the registry like any other: its stream is the child's documents 0, 2,
+    4, ... in order."""
+    ids = [d.id for _, d in zip(range(20), DocumentStream(LoaderConfig(source=SPEC, **SHAPE)))]
+    child = [d.id for _, d in zip(range(40), DocumentStream(LoaderConfig(source=SPEC.children[0], **SHAPE)))]
+    assert ids == child[::2]
+
+
+def test_smoke_saves_a_state_inside_the_composite_and_resumes_it_exactly(tmp_path):
+    """fwe smoke's Python path (SmokeRun) over the composite: 3 batches and a saved state, then a fresh run resumed
+    from that file gives the next 4 batches of an uninterrupted 7-batch run, byte for byte; the state names the
+    composite and its child, node by node."""
+    config = LoaderConfig(source=SPEC, **SHAPE)
+    whole, failure = SmokeRun(config).finish(7, save_path=str(tmp_path / "whole.npz"))
+    assert failure is None and whole["batches"] == 7
+    first, failure = SmokeRun(config).finish(3, save_state=str(tmp_path / "state.json"))
+    assert failure is None and first["saved_state"]
+    state = read_resume_state(str(tmp_path / "state.json"))
+    assert state["matching"]["source"] == {"kind": "test_every_other",
+                                           "children": [{"kind": "synthetic", "seed": 11}]}
+    assert state["position"]["doc"]["at"]["type"] == "test_every_other"  # the composite's typed position
+    resumed = LoaderConfig(source=SPEC, **dict(SHAPE, doc_batch=5, queue_depth=4))
+    rest, failure = SmokeRun(resumed, state).finish(4, save_path=str(tmp_path / "rest.npz"))
+    assert failure is None and rest["resumed_from"]["batches"] == 3
+    batches = np.load(tmp_path / "whole.npz")["batches"]
+    assert np.array_equal(np.load(tmp_path / "rest.npz")["batches"], batches[3:])
+
+
+def test_a_state_of_another_tree_is_refused_naming_the_node(tmp_path):
+    """A state saved over the composite of one child is refused by a loader over the same kind with another child,
+    naming the node that differs."""
+    config = LoaderConfig(source=SPEC, **SHAPE)
+    _, failure = SmokeRun(config).finish(2, save_state=str(tmp_path / "state.json"))
+    assert failure is None
+    state = orjson.loads((tmp_path / "state.json").read_bytes())
+    other = LoaderConfig(source=SourceSpec.of("test_every_other", SourceSpec.of("synthetic", seed=12)), **SHAPE)
+    with pytest.raises(ConfigError, match=r"source\.children\[0\]\.seed=11"):
+        SmokeRun(other, state).loader.close()
