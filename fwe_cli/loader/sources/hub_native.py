@@ -18,6 +18,7 @@ from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_background import InBackground, import_in_background
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
+from fwe_cli.loader.transient import current_scope, scoped, work_scope
 
 
 class HubNative(HubSource):
@@ -66,8 +67,11 @@ class HubNative(HubSource):
             return
         with _early_lock:
             early, _early = _early, None
-        self._listing = early if early is not None and early.key == _key(self.spec, self.options.use_cache) \
-            else Listing(self.spec, self.options.use_cache)
+        if early is not None and early.key == _key(self.spec, self.options.use_cache):
+            early.retries.hand_to(current_scope())  # its retries are this loader's, within its budget
+            self._listing = early
+        else:
+            self._listing = Listing(self.spec, self.options.use_cache)
         self._warm = self._listing.warm
 
     def open(self, set_stage: Callable[[str], None]) -> None:
@@ -138,7 +142,9 @@ class Listing:
     stream before (pyarrow, slow to import, is imported beside it only when not: a warm start imports it only once
     its head cache runs out). What the thread says it waits on (another rank's listing) before anyone follows it is
     kept and said to the first to follow (`result`). When the Hub is asked for the files, the first file's footer is
-    read beside the request for their sizes (FooterAhead), on a second connection opened meanwhile."""
+    read beside the request for their sizes (FooterAhead), on a second connection opened meanwhile. Its requests
+    retry in its creator's scope (a loader's), or, started before any loader, in `retries` of its own, which the
+    loader that takes it over adopts (transient.RetryScope)."""
 
     def __init__(self, spec, use_cache: bool):
         from fwe_cli.loader.hub_env import endpoint, offline
@@ -146,6 +152,7 @@ class Listing:
         from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
 
         self.key = _key(spec, use_cache)
+        self.retries = work_scope()
         self.warm = use_cache and listed_before(spec.dataset, spec.revision)
         self._said: str | None = None
         self._stage: Callable[[str], None] | None = None
@@ -163,7 +170,8 @@ class Listing:
                 footer.keep(listing)
             return listing
 
-        self._resolving = InBackground(resolve, "fwe-hub-listing")  # its error is raised by result(), in the producer
+        with scoped(self.retries):  # its error is raised by result(), in the producer
+            self._resolving = InBackground(resolve, "fwe-hub-listing")
         if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
             import_in_background("pyarrow.parquet")
 
