@@ -1,4 +1,4 @@
-"""Output conventions: data on stdout (JSON), humans on stderr (rich)."""
+"""Output conventions: data on stdout (JSON: a run's one object, fwe_cli.cli.invocation.Run), humans on stderr (rich)."""
 
 from __future__ import annotations
 
