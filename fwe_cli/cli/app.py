@@ -13,12 +13,12 @@ from typer.models import CommandInfo
 
 from fwe_cli import __version__
 from fwe_cli.cli.group import FweCommand, FweGroup
+from fwe_cli.cli.invocation import EarlyStart, Invocation, Run
 
 # name -> its module under fwe_cli.cli, which holds the command function of that name and its HELP and EPILOG; the
 # order is `fwe --help`'s
 COMMANDS = {"smoke": "smoke_cmd", "measure": "measure_cmd", "tune": "tune_cmd", "bootstrap": "bootstrap_cmd",
             "tokenize": "tokenize_cmd", "doctor": "doctor_cmd", "report": "report_cmd"}
-_EARLY = {"on": False}  # `fwe` itself (main): a command may start its first request before typer checks its words
 
 
 class LazyCommands(MutableMapping):
@@ -57,22 +57,23 @@ class LazyCommands(MutableMapping):
 
 
 class FweApp(FweGroup):
-    """The `fwe` group, its commands built lazily (LazyCommands). In the `fwe` process, a command whose module has a
-    `start_early(words)` is handed its words as typed as soon as the process starts parsing (before typer checks any
-    value, which imports pydantic and costs a fresh process tens of milliseconds, and before the command imports
-    what it runs), so that it can start its first network request (fwe smoke: the Hub listing's one request of a
-    warm start) and its round trip overlaps that work."""
+    """The `fwe` group, its commands built lazily (LazyCommands). In the `fwe` process (an Invocation with an
+    EarlyStart), a command whose module has a `start_early(words, early)` is handed its words as typed as soon as the
+    process starts parsing (before typer checks any value, which imports pydantic and costs a fresh process tens of
+    milliseconds, and before the command imports what it runs), so that it can start its first network request (fwe
+    smoke: the Hub listing's one request of a warm start) and its round trip overlaps that work."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.commands = LazyCommands(self.rich_markup_mode)
 
     def make_context(self, info_name, args, *rest, **kwargs):
-        if _EARLY["on"]:
-            self._start_early(list(args))
+        early = kwargs["obj"].early
+        if early is not None:
+            self._start_early(list(args), early)
         return super().make_context(info_name, args, *rest, **kwargs)
 
-    def _start_early(self, args: list[str]) -> None:
+    def _start_early(self, args: list[str], early: EarlyStart) -> None:
         """Read the words as click is about to (its own parsers: `fwe`'s, then the command's), and hand them to the
         command's start_early; nothing when `fwe` itself has an option (--help, --version), or the command's words
         ask for help or do not parse (the usage error click reports next)."""
@@ -88,7 +89,7 @@ class FweApp(FweGroup):
         command = self.commands[rest[0]]
         words, whole = command.read_words(typer.Context(command, info_name=rest[0]), rest[1:])
         if whole and not words.get("help"):
-            start(words)
+            start(words, early)
 
 
 app = typer.Typer(
@@ -123,19 +124,19 @@ def main() -> None:
 
     from rich.markup import escape
 
-    from fwe_cli.cli.output import claim_process, console, finish, note_error, warnings_as_lines
+    from fwe_cli.cli.output import console, warnings_as_lines
     from fwe_cli.errors import InternalError
 
-    claim_process()
+    invocation = Invocation(Run(own_process=True), EarlyStart())
+    run = invocation.run
     # `datasets` imports torch, where it is installed, for every streaming dataset it builds (a torch base class, a
     # shared-memory epoch tensor): that doubles the start of the `datasets` Hub reader, which only iterates rows. This
     # process never hands a `datasets` object to torch; a USE_TORCH the user set wins.
     os.environ.setdefault("USE_TORCH", "0")
-    _EARLY["on"] = True
     warnings_as_lines()
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, obj=invocation)
     except typer.TyperException as exc:  # click's usage errors (typer's own parsing): bad value, unknown option
         if getattr(exc, "exit_code", 1) == 2 and hasattr(exc, "format_message") \
                 and type(exc).__name__ != "NoArgsIsHelpError":
@@ -148,12 +149,11 @@ def main() -> None:
         console.print("[bold red]interrupted[/]", soft_wrap=True)
         code = 130
     except Exception as exc:  # FWE_TRACEBACK=1 lets a bug through: its traceback, and still one object
-        note_error(InternalError(repr(exc)))
-        finish(1)
+        run.note_error(InternalError(repr(exc)))
+        run.finish(1)
         raise
-    code = code if isinstance(code, int) else 0
-    finish(code)  # --json: the one object, with the code this process ends with
-    sys.exit(code)
+    run.finish(code if isinstance(code, int) else 0)  # --json: the one object, with the code this process ends with
+    sys.exit(run.code)
 
 
 # fwe tune sweeps these settings with grid flags of its own; a list given to the single-value flag gets pointed there

@@ -15,7 +15,8 @@ from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, p
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
 from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
@@ -81,11 +82,11 @@ def _context(config) -> dict:
     return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
 
 
-def _verify(out: str, json_out: bool) -> None:
+def _verify(out: str, json_out: bool, run: Run) -> None:
     from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap  # the core loads when a command runs, not for --help
 
     report = verify_bootstrap(out)
-    report_verify(report, f"{report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB", json_out)
+    report_verify(report, f"{report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB", json_out, run)
 
 
 def _opt(kind, *names: str, help: str, panel: str | None = None):
@@ -158,6 +159,7 @@ def bootstrap(
     force: Force = False,
     verify: Verify = False,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
     if out is None:
@@ -165,7 +167,7 @@ def bootstrap(
     if not out:
         raise typer.BadParameter("--out must name a directory or a path ending in .jsonl", param_hint="--out")
     if verify:
-        _verify(out, json_out)
+        _verify(out, json_out, run)
         return
     if gb is None:
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
@@ -201,7 +203,7 @@ def bootstrap(
         console.print(f"tokens: {result['tokens']['tokens']:,} in {result['tokens']['shards']} shard(s) at "
                       f"{escape(result['tokens']['output'])} ({result['tokens']['outcome']})", soft_wrap=True)
     if json_out:
-        print_json(result)
+        run.print_json(result)
     if result["outcome"] == "interrupted":
         console.print("[yellow]interrupted:[/] resume point saved; re-run the same command to continue")
         raise typer.Exit(EXIT_INTERRUPTED)

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from fwe_cli.cli.exit_codes import EXIT_USAGE
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console
 
 HELP = """Report this node's fwe setup: fwe and dependency versions, cores, memory, free disk where data goes, the
 Hugging Face cache for the dataset (listing, head cache, tokenizer), the Hub's reachability and round trip (one
@@ -86,6 +87,7 @@ def doctor(
     hub_timeout: Annotated[float, typer.Option("--hub-timeout", min=0.1, max=60,
                                                help="Seconds the Hub's HEAD may take.")] = 3.0,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
     from fwe_cli.loader.config import LoaderConfig
@@ -98,4 +100,4 @@ def doctor(
                         revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout)
     console.print(_table(report))
     if json_out:
-        print_json(report)
+        run.print_json(report)

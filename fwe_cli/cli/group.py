@@ -1,29 +1,30 @@
-"""The `fwe` command group and its commands' class: where --json's one object per run is guaranteed
-(fwe_cli.cli.output.begin/ask_json/finish) and where a run learns whether --json was asked for."""
+"""The `fwe` command group and its commands' class: where each run gets its Invocation (fwe_cli.cli.invocation), so
+where --json's one object per run is guaranteed, and where a run learns whether --json was asked for."""
 
 import sys
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from fwe_cli.cli.invocation import Invocation, Run, current
+
 NO_JSON_GUARD = ("--help", "--version")  # their output is the text asked for, not a run's result
 
 
 class FweGroup(TyperGroup):
-    """The `fwe` group: every run goes through `main`, so this is where --json's one object is guaranteed
-    (fwe_cli.cli.output.begin/finish): a usage error click finds before the command runs is noted here, and a run
-    that ends through typer (in another program: CliRunner) prints its object as it exits. The `fwe` process runs
-    non-standalone and finishes in fwe_cli.cli.app.main with the exit code it ends with."""
+    """The `fwe` group: every run goes through `main`, which gives it its Invocation (click's context object; the
+    `fwe` process passes its own as `obj`), so this is where --json's one object is guaranteed: a usage error click
+    finds before the command runs is noted here, and a run that ends through typer (in another program: CliRunner)
+    prints its object as it exits. The `fwe` process runs non-standalone and finishes in fwe_cli.cli.app.main with
+    the exit code it ends with."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        from fwe_cli.cli.output import begin, finish
-
+        run = extra.setdefault("obj", Invocation()).run
         args = list(sys.argv[1:] if args is None else args)
-        begin()
         try:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         except SystemExit as exc:  # standalone: typer's own exit, the code the caller sees
-            finish(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+            run.finish(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
             raise
 
     def make_context(self, info_name, args, *rest, **kwargs):
@@ -31,22 +32,23 @@ class FweGroup(TyperGroup):
         try:
             return super().make_context(info_name, args, *rest, **kwargs)
         except typer.TyperException as exc:  # a bad option of `fwe` itself
-            _no_command_parsed(words, None)
-            _note_usage(exc)
+            run = kwargs["obj"].run
+            _no_command_parsed(run, words, None)
+            _note_usage(run, exc)
             raise
 
     def resolve_command(self, ctx, args):
         try:
             return super().resolve_command(ctx, args)
         except typer.TyperException:  # no such command
-            _no_command_parsed(args, args[0] if args else None)
+            _no_command_parsed(current(ctx).run, args, args[0] if args else None)
             raise
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except typer.TyperException as exc:  # no such command, a command's bad option or value
-            _note_usage(exc)
+            _note_usage(current(ctx).run, exc)
             raise
 
 
@@ -56,10 +58,8 @@ class FweCommand(TyperCommand):
     --local-path the value "--json" and leaves JSON mode off; --help wins over --json."""
 
     def parse_args(self, ctx, args):
-        from fwe_cli.cli.output import ask_json
-
         words, _ = self.read_words(ctx, list(args))
-        ask_json(bool(words.get("json_out")) and not words.get("help"), ctx.info_name)
+        current(ctx).run.ask_json(bool(words.get("json_out")) and not words.get("help"), ctx.info_name)
         return super().parse_args(ctx, args)
 
     def read_words(self, ctx, args: list[str]) -> tuple[dict, bool]:
@@ -76,16 +76,12 @@ class FweCommand(TyperCommand):
         return {}, False
 
 
-def _no_command_parsed(words: list[str], command: str | None) -> None:
+def _no_command_parsed(run: Run, words: list[str], command: str | None) -> None:
     """A usage error of `fwe` itself (an unknown option or command): no command's flags were parsed, so --json among
-    the words still asks for the error object (unless --help or --version does, or it follows `--`)."""
-    from fwe_cli.cli.output import ask_json
-
+    the words still asks `run` for the error object (unless --help or --version does, or it follows `--`)."""
     head = words[:words.index("--")] if "--" in words else words
-    ask_json("--json" in head and not any(flag in head for flag in NO_JSON_GUARD), command)
+    run.ask_json("--json" in head and not any(flag in head for flag in NO_JSON_GUARD), command)
 
 
-def _note_usage(exc: BaseException) -> None:
-    from fwe_cli.cli.output import note_error
-
-    note_error(exc, exc.format_message() if hasattr(exc, "format_message") else None)
+def _note_usage(run: Run, exc: BaseException) -> None:
+    run.note_error(exc, exc.format_message() if hasattr(exc, "format_message") else None)

@@ -12,7 +12,8 @@ from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.exit_codes import MEASURE_EXIT_CODES_HELP, settle
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
-from fwe_cli.cli.output import console, fmt_ms, fmt_s, print_json
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console, fmt_ms, fmt_s
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import resolve_config
@@ -141,6 +142,7 @@ def measure(
     timeout: Timeout = 60.0,
     run_timeout: RunTimeout = 300.0,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
@@ -165,7 +167,7 @@ def measure(
     settle(summary, outcome)
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
-        print_json(summary)
+        run.print_json(summary)
     else:
         console.print(_runs_table(summary))
         console.print(_verdict_table(summary))

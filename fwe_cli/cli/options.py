@@ -7,13 +7,15 @@ import copy
 import functools
 import inspect
 import os
+import typing
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 
 from fwe_cli.cli.exit_codes import exit_code_for, internal_error_line
-from fwe_cli.cli.output import console, note_error, report_failure
+from fwe_cli.cli.invocation import Invocation, Run, current
+from fwe_cli.cli.output import console, report_failure
 from fwe_cli.errors import FweError, InternalError
 
 PANEL = "Loader"
@@ -68,44 +70,60 @@ FLAG_NAMES: dict[str, str] = {name: (option.param_decls or (option.default,))[0]
 FLAG_NAMES["loader_timeout"] = "--timeout"
 
 
+# what fwe_command hands a command that declares a parameter of this name (none of them is a flag): its run's outcome
+# (fwe_cli.cli.invocation.Run: --json's object, how the run ends), or the whole invocation (its early start too)
+GIVEN: dict[str, Callable[[Invocation], object]] = {"run": lambda invocation: invocation.run,
+                                                    "invocation": lambda invocation: invocation}
+CONTEXT = "fwe_context"  # the parameter through which typer hands the wrapper click's context (where the run is)
+
+
 def fwe_command(with_loader_options: bool = True, hidden: tuple[str, ...] = ()) -> Callable:
     """Decorate a command: add the loader flags (collected into `loader_flags`; those named in `hidden` are still
-    accepted but left out of this command's --help) and map FweError to a one-line message and its exit code."""
+    accepted but left out of this command's --help), hand it its `run` or `invocation` when it declares one, and map
+    FweError to a one-line message and its exit code."""
 
     def decorate(func: Callable) -> Callable:
+        hints = typing.get_type_hints(func, include_extras=True)  # a module's postponed annotations, resolved
         sig = inspect.signature(func)
+        sig = sig.replace(parameters=[p.replace(annotation=hints.get(p.name, p.annotation))
+                                      for p in sig.parameters.values()])
+        given = [name for name in GIVEN if name in sig.parameters]
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
+            invocation = current(kwargs.pop(CONTEXT))
+            kwargs.update({name: GIVEN[name](invocation) for name in given})
             if with_loader_options:
                 kwargs["loader_flags"] = {name: kwargs.pop(name) for name in LOADER_OPTIONS}
+            run = invocation.run
             try:
                 return func(*args, **kwargs)
             except FweError as exc:  # a failure or an outcome: its line, its code, the error object of --json
-                raise typer.Exit(report_failure(exc)) from None
+                raise typer.Exit(report_failure(run, exc)) from None
             except (typer.Exit, typer.Abort, typer.TyperException):  # typer's own exits and usage errors
                 raise
             except KeyboardInterrupt as exc:  # bootstrap handles its own (it saves a resume point first)
-                note_error(KeyboardInterrupt("interrupted"))
+                run.note_error(KeyboardInterrupt("interrupted"))
                 console.print("[bold red]interrupted[/]", soft_wrap=True)
                 raise typer.Exit(exit_code_for(exc)) from None
             except Exception as exc:  # a bug: one line and its own exit code, not a traceback in the user's log
                 bug = InternalError(internal_error_line(exc))
-                note_error(bug)
+                run.note_error(bug)
                 if os.environ.get("FWE_TRACEBACK", "").strip() not in ("", "0"):
                     raise
-                raise typer.Exit(report_failure(bug)) from None
+                raise typer.Exit(report_failure(run, bug)) from None
 
+        params = [p for p in sig.parameters.values() if p.name not in ("loader_flags", *given)]
         if with_loader_options:
-            params = [p for p in sig.parameters.values() if p.name != "loader_flags"]
             for name, (annotation, option) in LOADER_OPTIONS.items():
                 if name in hidden:
                     option = copy.copy(option)  # the shared option object stays visible for the other commands
                     option.hidden = True
                 params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=None, annotation=Annotated[annotation, option]))
-            wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-            wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        params.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper
 
     return decorate

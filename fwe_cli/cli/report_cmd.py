@@ -10,7 +10,8 @@ from rich.markup import escape
 from fwe_cli.artifacts import utc_stamp
 from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console
 
 HELP = "\n\n".join([
     "Draw what fwe measured: PNG pictures and a Markdown summary (report.md) for people and CI.",
@@ -51,6 +52,7 @@ def report(
         "--out", show_default=False,
         help="Folder for report.md and the PNGs. Default artifacts/report/<UTC>/.")] = None,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
     from fwe_cli.report.build import build_report
@@ -60,7 +62,7 @@ def report(
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if json_out:
-        print_json(dict(result, ok=True, error=None))
+        run.print_json(dict(result, ok=True, error=None))
         return
     pictures = len(result["files"]) - 1
     console.print(f"report: {escape(result['report'])} ({pictures} picture{'s' if pictures != 1 else ''} beside it) "

@@ -1,7 +1,6 @@
 """`fwe smoke`: time to first batch under a hard timeout; the CI gate."""
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,8 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, settle
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, end_now, finish, fmt_s, print_json, report_failure
+from fwe_cli.cli.invocation import EarlyStart, Invocation, Run
+from fwe_cli.cli.output import console, fmt_s, report_failure
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
@@ -44,11 +44,12 @@ class Watchdog:
     """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
     the main thread). The loader owns the time limit; this thread only reads the latest moment the loader's call in
     progress returns by (`FineWebLoader.returns_by`: room for a fallback included, then the fallback's own limit)
-    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact, prints the one result object with
-    --json, and ends the process with the timeout code. Used as a context manager around the run."""
+    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact and asks the run to end with the
+    timeout code (its one result object with --json), which ends the process; when the command has ended the run
+    first, its outcome stands and the watchdog does nothing. Used as a context manager around the run."""
 
-    def __init__(self, loader, artifact: str, base: dict, json_out: bool):
-        self.loader, self.artifact, self.base, self.json_out = loader, artifact, base, json_out
+    def __init__(self, loader, artifact: str, base: dict, run: Run):
+        self.loader, self.artifact, self.base, self.run = loader, artifact, base, run
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="fwe-watchdog", daemon=True)
 
@@ -79,41 +80,24 @@ class Watchdog:
             where = f"artifact {self.artifact}"
         except OutputError as failed:  # this thread ends the process: a traceback here would be the last word
             where = one_line(failed)
-        if not finish(code, record if self.json_out else None):
-            return  # the command ended the run as the watchdog fired: its result is the one printed
+        if not self.run.finish(code, record):
+            return  # the command ended the run as the watchdog fired: its outcome stands, and it ends the process
         console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def _exit(code: int, result: dict) -> None:
-    """End the run with `code` once artifact, JSON and message are written (`end_now`: in the `fwe` process, without
-    interpreter shutdown, so it does not wait for read-ahead and encodes the run no longer needs).
-
-    A producer stuck in a native read cannot be joined, and interpreter shutdown then waits on it and can abort
-    (SIGABRT while finalizing) once the read finally wakes, long after the timeout: then the process ends at once
-    even inside another program."""
-    if result.get("loader", {}).get("producer_alive"):
-        finish(code)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    end_now(code)
+        self.run.end(code, abandoned=True)  # the command's thread is stuck: the process ends now
 
 
 # the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
 # seed, a number, says nothing about where): the source's fields, the tokenizer, and whether the Hub caches are used
 SOURCE_WORDS = tuple(name for name in SOURCE_FLAGS if name != "seed") + ("tokenizer", "hub_cache")
-_EARLY: dict = {"requests_from": None}
 
 
-def start_early(words: dict) -> None:
+def start_early(words: dict, early: EarlyStart) -> None:
     """Called by the `fwe` process as soon as a smoke's words are read (fwe_cli.cli.app.FweApp), before typer
     checks them and the run imports the loader (~0.1 s in a fresh process): the run's first requests start now, so
     that their round trips overlap that work: the source's (Source.start_early: the Hub listing's, which a warm start
     waits for) and, for a run that reads the Hub, its tokenizer's download when it is not cached. The config comes
     from resolve_config as the run's will, from the words that say where the data is; words that do not resolve
-    start nothing (the run reports them)."""
+    start nothing (the run reports them). `early` keeps how many Hub requests came before, for the run's count."""
     from fwe_cli.loader.hub_env import request_times
     from fwe_cli.loader.sources.registry import source_class
     from fwe_cli.loader.tokenization.names import hub_repo
@@ -123,7 +107,7 @@ def start_early(words: dict) -> None:
     except FweError:
         return
     source = source_class(config.source)
-    _EARLY["requests_from"] = len(request_times())  # the run's requests: from here on, counted in its artifact
+    early.requests_from = len(request_times())  # the run's requests: from here on, counted in its artifact
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
     if config.source.any("uses_hub") and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
         from fwe_cli.loader.in_background import import_in_background
@@ -185,6 +169,7 @@ def smoke(
     baseline: Baseline = None,
     max_regression: MaxRegression = None,
     json_out: JsonFlag = False,
+    invocation: Invocation = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
@@ -212,10 +197,11 @@ def smoke(
     if save_state is not None:
         check_output_file(str(save_state), "save the loader state to")
     resume = read_resume_state(str(resume_state)) if resume_state is not None else None
-    run = SmokeRun(config, resume, requests_from=_EARLY["requests_from"])
+    early = invocation.early
+    run = SmokeRun(config, resume, requests_from=early.requests_from if early is not None else None)
     base = {"config": config.to_json(), "env": env_snapshot(), "first_batch_s": None, "fallback": None,
             "started": run.started}
-    with Watchdog(run.loader, artifact, base, json_out):
+    with Watchdog(run.loader, artifact, base, invocation.run):
         result, failure = run.finish(batches, save_path=str(save_batches) if save_batches else None,
                                      save_state=str(save_state) if save_state else None)
     result["artifact"] = artifact  # the artifact is the --json object
@@ -224,11 +210,13 @@ def smoke(
     code = settle(result, outcome)
     write_json(artifact, result)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
-        print_json(result)
+        invocation.run.print_json(result)
         _warnings(result)
     else:
         _summary(result, artifact)
     print_gate(result, regression, table=not json_out)
     if outcome is not None:
-        report_failure(outcome)
-    _exit(code, result)
+        report_failure(invocation.run, outcome)
+    # the run ends here (in the `fwe` process without interpreter shutdown: Run.end), at once even inside another
+    # program when the producer is stuck in a read
+    invocation.run.end(code, abandoned=bool(result.get("loader", {}).get("producer_alive")))

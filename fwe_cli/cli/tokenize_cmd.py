@@ -14,7 +14,8 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
 from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
-from fwe_cli.cli.output import console, print_json, report_verify, write_failure_artifact
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
@@ -81,7 +82,7 @@ def _merge_line(merge: dict) -> str:
             f"{escape(merge['output'])}")
 
 
-def _merge(dirs: list[str], out: str, force: bool, artifact: str, context: dict, json_out: bool) -> None:
+def _merge(dirs: list[str], out: str, force: bool, artifact: str, context: dict, json_out: bool, run: Run) -> None:
     """`fwe tokenize --merge`: the task outputs `dirs` (none: OUT/tasks/*) into `out`."""
     from fwe_cli.tokens.merge import merge_tokens
 
@@ -97,14 +98,14 @@ def _merge(dirs: list[str], out: str, force: bool, artifact: str, context: dict,
                   f"{result['files_linked']} file(s) linked, {result['files_copied']} copied; manifest "
                   f"{escape(result['manifest_path'])}", soft_wrap=True)
     if json_out:
-        print_json(result)
+        run.print_json(result)
 
 
-def _verify(out: str, json_out: bool) -> None:
+def _verify(out: str, json_out: bool, run: Run) -> None:
     from fwe_cli.tokens.layout import verify_tokens
 
     report = verify_tokens(out)
-    report_verify(report, f"{report['shards_checked']} shards, {report['tokens']:,} tokens", json_out)
+    report_verify(report, f"{report['shards_checked']} shards, {report['tokens']:,} tokens", json_out, run)
 
 
 def _opt(kind, *names: str, help: str):
@@ -148,17 +149,18 @@ def tokenize(
     force: Force = False,
     verify: Verify = False,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
 ) -> None:
     if not out:
         raise typer.BadParameter("--out is required (the directory for the shards)", param_hint="--out")
     if verify:
-        _verify(out, json_out)
+        _verify(out, json_out, run)
         return
     artifact = artifact_path(str(artifacts_dir), "tokenize")
     context = {"command": "tokenize", "argv": sys.argv[1:], **provenance(os.path.dirname(os.path.abspath(out)))}
     if merge:
-        _merge(src or [], out, force, artifact, context, json_out)
+        _merge(src or [], out, force, artifact, context, json_out, run)
         return
     if not src:
         raise typer.BadParameter("SRC is required: a bootstrap directory, JSONL/TXT/parquet files or a glob",
@@ -189,7 +191,7 @@ def tokenize(
     write_json(artifact, dict(context, **result))
     summary(result, artifact)
     if json_out:
-        print_json(result)
+        run.print_json(result)
     if result["outcome"] == "interrupted":
         console.print("[yellow]interrupted:[/] re-run the same command to continue from the last whole shard")
         raise typer.Exit(EXIT_INTERRUPTED)

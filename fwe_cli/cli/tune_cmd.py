@@ -15,7 +15,8 @@ from fwe_cli.cli.exit_codes import TUNE_EXIT_CODES_HELP, settle
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, Steps, Targets, Timeout, fwe_command
-from fwe_cli.cli.output import console, fmt_ms, print_json
+from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.output import console, fmt_ms
 from fwe_cli.measure.plan import parse_targets
 from fwe_cli.measure.tune_rank import OBJECTIVES, format_value, setting_label
 from fwe_cli.measure.tune_warmup import warmup_text
@@ -193,6 +194,7 @@ def tune(
     timeout: Timeout = 60.0,
     run_timeout: RunTimeout = 120.0,
     json_out: JsonFlag = False,
+    run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
     loader_flags: dict = None,  # type: ignore[assignment]
 ) -> None:
@@ -225,7 +227,7 @@ def tune(
     settle(summary, outcome)  # summary.json is the --json object
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
-        print_json(summary)
+        run.print_json(summary)
         _warn_test_hooks(summary)
     else:
         _report(summary)

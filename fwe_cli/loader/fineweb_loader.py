@@ -27,7 +27,7 @@ from fwe_cli.loader.stages import WaitBook, rounded
 from fwe_cli.loader.quantiles import Quantiles
 from fwe_cli.loader.telemetry import Heartbeat
 from fwe_cli.loader.tokenization.names import described
-from fwe_cli.loader.transient import watch
+from fwe_cli.loader.transient import RetryScope, scoped
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
@@ -55,12 +55,12 @@ class FineWebLoader:
         self._closed = False
         self._position = position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
-        # Hub retries (any thread of this process) go to the heartbeat and end within the timeout (the observer holds
-        # the heartbeat, not self: an unclosed loader is still collected); under torch.distributed the ranks' group
-        # for sharing the Hub listing is made here, on the caller's thread
+        # this loader's Hub retries (on any of its threads, which start in its scope) go to its heartbeat and end
+        # within its timeout (the observer holds the heartbeat, not self: an unclosed loader is still collected);
+        # under torch.distributed the ranks' group for sharing the Hub listing is made here, on the caller's thread
         heartbeat = self.heartbeat
-        self._unwatch = watch(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
-                              budget_s=config.loader_timeout)
+        self._retries = RetryScope(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
+                                   budget_s=config.loader_timeout)
         join_ranks(config)
         self._start(config, position, files, plan)
 
@@ -68,9 +68,10 @@ class FineWebLoader:
     def _start(self, config: LoaderConfig, position: dict | None = None, files: dict | None = None,
                plan=None) -> None:
         self._taken = 0  # batches this pipeline handed over (its second one opens the source's read-ahead)
-        self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
-        self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
-                                            clock=self.pipeline.clock) if config.prefetch else None
+        with scoped(self._retries):  # the producer thread starts in this loader's retry scope, and so its own threads
+            self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
+            self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
+                                                clock=self.pipeline.clock) if config.prefetch else None
         self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
 
     def _progress(self, info: dict) -> None:
@@ -84,7 +85,6 @@ class FineWebLoader:
         if self._closed:
             return
         self._closed = True
-        self._unwatch()
         self._stop_producer(join_timeout, abandon_encodes)
         self.heartbeat.close()
 
@@ -145,7 +145,8 @@ class FineWebLoader:
         LoaderTimeout message states the limit (default: `timeout` itself)."""
         if self._prefetcher is None:
             try:
-                return next(self._inline)  # type: ignore[arg-type]
+                with scoped(self._retries):  # the producer runs on this thread
+                    return next(self._inline)  # type: ignore[arg-type]
             except StopIteration:
                 raise EndOfData("the loader's data ended (its last epoch)") from None
         try:

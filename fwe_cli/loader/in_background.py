@@ -4,6 +4,7 @@ with its network waits."""
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import sys
 import threading
@@ -14,13 +15,15 @@ if TYPE_CHECKING:
 
 
 class InBackground:
-    """`fn()` on a named daemon thread, started now; `result()` waits for it and re-raises its error in the caller."""
+    """`fn()` on a named daemon thread, started now in a copy of the caller's context (so a loader's work keeps the
+    loader's Hub retry scope, transient.RetryScope); `result()` waits for it and re-raises its error in the caller."""
 
     def __init__(self, fn: Callable[[], object], name: str, on_done: Callable[[], None] = lambda: None):
         self._fn, self._on_done = fn, on_done
         self._value: object = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,), name=name,
+                                        daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

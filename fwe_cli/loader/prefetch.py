@@ -12,6 +12,7 @@ its put waited: the producer's timeline that `fwe measure` computes a warmup fro
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -37,7 +38,8 @@ class ThreadPrefetcher(Generic[T]):
         self._clock = clock
         self.produced: list[tuple[float, float]] = []
         """(time.perf_counter() when it was queued, seconds its put waited) of each of the first KEEP_PRODUCED items."""
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # in its creator's context: the loader's Hub calls on it keep the loader's retry scope (transient.RetryScope)
+        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,), name=name, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:

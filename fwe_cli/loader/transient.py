@@ -11,13 +11,18 @@ How long it waits (`retry_wait`): full jitter on an exponential backoff, i.e. be
 from [0, min(max_wait_s, base_wait_s * 2**(n-1))], from a generator seeded per process (pid, RANK, urandom), so the
 ranks of a job that were refused together do not come back together; a Retry-After (429/503) is honoured in full
 (up to max_wait_s) with the jitter added on top. An overall deadline bounds a call: a retry starts only when its
-wait plus one more attempt (as long as the failed one took) ends before `deadline_s` and before the budget a
-loader registered (`watch`: its --timeout), counted from the call's first attempt.
+wait plus one more attempt (as long as the failed one took) ends before `deadline_s` and before the budget of the
+loader whose call it is (its `RetryScope`: its --timeout), counted from the call's first attempt.
 
 Retries are quiet on stderr: a call that recovers warns once (attempts, seconds, reasons); a call that gives up
 raises its last exception, and `attempts_note(exc)` (' after 3 attempts over 3.0 s') goes into the caller's one
-error line. Each retry is reported to the observers `watch` registered (the loader writes it to its heartbeat as
-`fineweb_hub_retry {what, attempt, reason, wait_s}`); this module knows nothing of heartbeats or loaders.
+error line. Each retry is reported to the observer of the loader whose call it is (the loader writes it to its
+heartbeat as `fineweb_hub_retry {what, attempt, reason, wait_s}`); this module knows nothing of heartbeats or loaders.
+
+Whose call it is: a loader makes a RetryScope (its budget and observer) and runs its work in it (`scoped`); the
+threads it starts (producer, listing, read-ahead, tokenizer download) begin in a copy of their creator's context
+(contextvars), so its calls on any of them find its scope, and no other loader's. Outside any scope (bootstrap, a
+test) a call has only the policy's deadline and no observer.
 A caller with a way out of a Hub that cannot be reached at all (refused connection, DNS failure, no answer
 within the client's timeout: `unreachable_reason`) passes `fail_fast=True` and gets that error at once.
 
@@ -33,8 +38,10 @@ import random
 import threading
 import time
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -77,38 +84,72 @@ HUB_RETRY = RetryPolicy()
 """The one policy of every Hub request fwe sends."""
 
 
-# -- observers and the loader's budget (process-wide: the read-ahead and tokenizer threads retry too) ---------------
-_watchers: dict[int, tuple[Callable[[dict], None], float | None]] = {}
-_watch_lock = threading.Lock()
-_next_watch = iter(range(1, 1 << 62))
+# -- whose calls these are: one loader's budget and observer --------------------------------------------------------
+class RetryScope:
+    """One loader's Hub calls: `budget_s` bounds each retried call (its --timeout; None: the policy's deadline only)
+    and `observer` is told of each retry ({what, attempt, reason, wait_s}).
+
+    Work started before its loader exists (the `fwe` process's early start: a listing, a tokenizer download) runs in
+    a scope without an observer, which keeps its retries until the loader that takes the work over adopts it
+    (`hand_to`): they are reported to that loader then, later ones as they come, and the budget is the loader's."""
+
+    def __init__(self, observer: Callable[[dict], None] | None = None, budget_s: float | None = None):
+        self._observer, self._budget_s = observer, budget_s
+        self._owner: RetryScope | None = None
+        self._held: list[dict] = []
+        self._lock = threading.Lock()
+
+    @property
+    def budget_s(self) -> float | None:
+        owner = self._owner
+        return owner.budget_s if owner is not None else self._budget_s
+
+    def report(self, event: dict) -> None:
+        with self._lock:
+            owner, observer = self._owner, self._observer
+            if owner is None and observer is None:
+                self._held.append(event)
+                return
+        (owner.report if owner is not None else observer)(event)  # type: ignore[operator]
+
+    def hand_to(self, owner: RetryScope | None) -> None:
+        """The work in this scope is `owner`'s from now on (nothing when `owner` is None or this scope)."""
+        if owner is None or owner is self:
+            return
+        with self._lock:
+            self._owner, held, self._held = owner, self._held, []
+        for event in held:
+            owner.report(event)
 
 
-def watch(observer: Callable[[dict], None], budget_s: float | None = None) -> Callable[[], None]:
-    """Report every retry in this process to `observer` ({what, attempt, reason, wait_s}) and, with `budget_s`,
-    keep every retried call within that many seconds of its first attempt; returns the function that undoes both."""
-    with _watch_lock:
-        key = next(_next_watch)
-        _watchers[key] = (observer, budget_s)
+_scope: ContextVar[RetryScope | None] = ContextVar("fwe_retry_scope", default=None)
 
-    def unwatch() -> None:
-        with _watch_lock:
-            _watchers.pop(key, None)
 
-    return unwatch
+@contextmanager
+def scoped(scope: RetryScope) -> Iterator[RetryScope]:
+    """Run the block's Hub calls, and those of the threads it starts in a copy of its context, in `scope`."""
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+def current_scope() -> RetryScope | None:
+    """The scope the calling code runs in (its loader's), None outside any."""
+    return _scope.get()
+
+
+def work_scope() -> RetryScope:
+    """The scope for work started now to be taken over later: the caller's, or, outside any (work started before its
+    loader exists), a new one for the loader that takes the work over to adopt (`RetryScope.hand_to`)."""
+    return _scope.get() or RetryScope()
 
 
 def hub_budget_s() -> float | None:
-    """The smallest budget a watcher registered (a loader's --timeout), None when there is none."""
-    with _watch_lock:
-        budgets = [b for _, b in _watchers.values() if b is not None]
-    return min(budgets) if budgets else None
-
-
-def _report(event: dict) -> None:
-    with _watch_lock:
-        observers = [o for o, _ in _watchers.values()]
-    for observer in observers:
-        observer(event)
+    """The budget of the loader whose work calls (its --timeout), None outside any loader's scope."""
+    scope = _scope.get()
+    return scope.budget_s if scope is not None else None
 
 
 _rng_state: dict[str, object] = {}
@@ -177,17 +218,18 @@ def retry_wait(exc: BaseException, attempt: int, started: float, what: str, poli
                attempt_s: float = 0.0, fail_fast: bool = False, clock: Callable[[], float] = time.monotonic,
                rng: random.Random | None = None) -> float | None:
     """Seconds to wait before retrying `what`, whose attempt number `attempt` (1 = the first call; `attempt_s` long)
-    ended in `exc`, the call having started at `started` (on `clock`); the retry is reported to the observers.
+    ended in `exc`, the call having started at `started` (on `clock`); the retry is reported to the caller's scope.
     None when it is not to be retried (not transient, unreachable with `fail_fast`, attempts spent, or no retry
     would end before the deadline): `exc` then carries `fwe_attempts` and `fwe_retry_s` for `attempts_note`."""
     found = transient_reason(exc)
+    scope = _scope.get()
     now = clock()
     wait = None
     if found is not None and attempt < policy.attempts and not (fail_fast and unreachable_reason(exc)):
         reason, retry_after = found
         floor = min(retry_after or 0.0, policy.max_wait_s)
         wait = floor + (rng or _process_rng()).uniform(0.0, policy.backoff_s(attempt))
-        limits = [d for d in (policy.deadline_s, hub_budget_s()) if d is not None]
+        limits = [d for d in (policy.deadline_s, scope and scope.budget_s) if d is not None]
         if limits:
             room = started + min(limits) - now - attempt_s  # the latest a retry may start, from now
             wait = min(wait, room) if room >= floor else None
@@ -195,7 +237,8 @@ def retry_wait(exc: BaseException, attempt: int, started: float, what: str, poli
         exc.fwe_attempts = attempt  # type: ignore[attr-defined]
         exc.fwe_retry_s = now - started  # type: ignore[attr-defined]
         return None
-    _report({"what": what, "attempt": attempt, "reason": reason, "wait_s": round(wait, 6)})
+    if scope is not None:
+        scope.report({"what": what, "attempt": attempt, "reason": reason, "wait_s": round(wait, 6)})
     return wait
 
 

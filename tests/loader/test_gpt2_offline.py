@@ -20,7 +20,7 @@ from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 from fwe_cli.loader.tokenization.gpt2_vocab import (ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256,
                                                     packaged_gpt2_tokenizer_json)
 from fwe_cli.loader.tokenization.probes import SURROGATE_SAMPLES, probe_texts
-from fwe_cli.loader.transient import watch
+from fwe_cli.loader.transient import RetryScope, scoped
 from scripts.bench.check_gpt2_offline import gpt2_reference_encoding
 
 REPO_PATH = "/openai-community/gpt2/resolve/main/tokenizer.json"
@@ -43,7 +43,7 @@ def hf_env(monkeypatch, tmp_path):
 @pytest.fixture
 def downloads(monkeypatch):
     """Records the tokenizer fetch's requests (hub_fetch's GET and HEAD, with their timeouts) and the retries the Hub
-    retry policy reports (transient.watch): (requests, retries)."""
+    retry policy reports to the test's scope (transient.RetryScope): (requests, retries)."""
     calls: list[dict] = []
     retries: list[dict] = []
     for name in ("fetch", "head"):
@@ -52,9 +52,8 @@ def downloads(monkeypatch):
             return _real(url, timeout, *args, **kwargs)
 
         monkeypatch.setattr(hub_fetch, name, counting)
-    unwatch = watch(retries.append)
-    yield calls, retries
-    unwatch()
+    with scoped(RetryScope(retries.append)):
+        yield calls, retries
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, start_fetch
-from fwe_cli.loader.transient import watch
+from fwe_cli.loader.transient import RetryScope, scoped
 from tests.helpers import REPO_ROOT
 from tests.hubsim.repos import MODEL_REPO
 
@@ -76,16 +76,12 @@ def test_an_early_download_that_fails_is_met_by_the_fetch_as_its_own(hub_env, mo
 
 
 def test_a_503_on_the_fetch_is_retried_and_reported(hub_env):
-    """The first GET answered 503: retried under the Hub retry policy (one retry reported to the observers, one
+    """The first GET answered 503: retried under the Hub retry policy (one retry reported to the caller's scope, one
     summary warning), and the file arrives."""
     events: list[dict] = []
-    unwatch = watch(events.append)
-    try:
-        hub_env.set_faults(fail_count=1, fail_status=503, fail_match="tokenizer.json")
-        with pytest.warns(RuntimeWarning, match="succeeded after 2 attempts"):
-            path = fetch_hub_file(MODEL_REPO, FILE)
-    finally:
-        unwatch()
+    hub_env.set_faults(fail_count=1, fail_status=503, fail_match="tokenizer.json")
+    with scoped(RetryScope(events.append)), pytest.warns(RuntimeWarning, match="succeeded after 2 attempts"):
+        path = fetch_hub_file(MODEL_REPO, FILE)
     assert os.path.isfile(path)
     assert [(e["attempt"], e["reason"]) for e in events] == [(1, "HTTP 503")]
     assert [method for method, _ in _requests(hub_env)] == ["GET", "GET"]

@@ -5,12 +5,13 @@ deadline), whom it tells, and what it reports when it gives up. (End to end agai
 from __future__ import annotations
 
 import random
+import threading
 import warnings
 
 import pytest
 
-from fwe_cli.loader.transient import (RetryPolicy, attempts_note, call_with_retries, hub_budget_s, retry_wait,
-                                      transient_reason, unreachable_reason, watch)
+from fwe_cli.loader.transient import (RetryPolicy, RetryScope, attempts_note, call_with_retries, hub_budget_s,
+                                      retry_wait, scoped, transient_reason, unreachable_reason)
 
 
 class FakeResponse:
@@ -242,46 +243,96 @@ def test_no_retry_starts_that_cannot_end_before_the_deadline(seed):
     assert raised.value.fwe_retry_s == pytest.approx(clock.now)
 
 
-def test_the_loaders_budget_bounds_retries_and_observers_hear_each_one():
-    """A watcher's budget (a loader's --timeout) is a deadline for every call in the process, the smallest of them
-    when several watch; each retry reaches the observers as {what, attempt, reason, wait_s}; unwatching ends both."""
+def _failing_call(clock: FakeClock, took: float = 0.5):
+    def call():
+        clock.now += took
+        raise HTTPStatusError(503)
+
+    return call
+
+
+def test_a_loaders_scope_bounds_its_calls_and_its_observer_hears_each_retry():
+    """Inside a scope (a loader's: its --timeout as budget, its heartbeat as observer) every retried call ends within
+    the budget, whatever the enclosing scope's; each retry reaches the observer as {what, attempt, reason, wait_s};
+    outside the scope there is no budget."""
     events: list[dict] = []
-    unwatch_big, unwatch = watch(lambda e: None, budget_s=100.0), watch(events.append, budget_s=4.0)
-    try:
+    with scoped(RetryScope(lambda e: None, budget_s=100.0)), scoped(RetryScope(events.append, budget_s=4.0)):
         assert hub_budget_s() == 4.0
         clock = FakeClock()
+        with pytest.raises(HTTPStatusError):
+            call_with_retries(_failing_call(clock), "reading y", RetryPolicy(attempts=50), sleep=clock.sleep,
+                              clock=clock, rng=Ceiling())
+        assert clock.now <= 4.0
+    assert [(e["what"], e["attempt"], e["reason"]) for e in events] == [
+        ("reading y", n, "HTTP 503") for n in range(1, len(events) + 1)]
+    assert [e["wait_s"] for e in events] == pytest.approx(clock.waits, abs=1e-3) and events
+    assert hub_budget_s() is None
+
+
+def test_two_loaders_scopes_bound_and_report_only_their_own_calls():
+    """Two loaders' calls at once, each on a thread in its own scope (budgets 1 s and 60 s): the 60 s loader's call
+    retries past the other's budget (a 503 with Retry-After 2 s is waited for, not given up on), the 1 s loader's
+    gives up at once, and each observer hears only its own loader's retries."""
+    heard: dict[str, list[dict]] = {"short": [], "long": []}
+    results: dict[str, object] = {}
+    both_in = threading.Barrier(2)
+
+    def load(name: str, budget_s: float) -> None:
+        clock = FakeClock()
+        answers = [HTTPStatusError(503, {"Retry-After": "2"}), "rows"]
 
         def call():
-            clock.now += 0.5
-            raise HTTPStatusError(503)
+            clock.now += 0.01
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
 
-        with pytest.raises(HTTPStatusError):
-            call_with_retries(call, "reading y", RetryPolicy(attempts=50), sleep=clock.sleep, clock=clock,
-                              rng=Ceiling())
-        assert clock.now <= 4.0
-        assert [(e["what"], e["attempt"], e["reason"]) for e in events] == [
-            ("reading y", n, "HTTP 503") for n in range(1, len(events) + 1)]
-        assert [e["wait_s"] for e in events] == pytest.approx(clock.waits, abs=1e-3) and events
-    finally:
-        unwatch()
-        unwatch_big()
-    assert hub_budget_s() is None
+        with scoped(RetryScope(heard[name].append, budget_s=budget_s)):
+            both_in.wait()  # both scopes are live while either call runs
+            try:  # the long call's summary warning is left to pytest (catch_warnings is not for threads)
+                results[name] = call_with_retries(call, f"reading {name}", sleep=clock.sleep, clock=clock, rng=Floor())
+            except HTTPStatusError as exc:
+                results[name] = exc
+
+    threads = [threading.Thread(target=load, args=args) for args in (("short", 1.0), ("long", 60.0))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results["long"] == "rows" and isinstance(results["short"], HTTPStatusError)
+    assert [e["what"] for e in heard["long"]] == ["reading long"] and heard["short"] == []
+
+
+def test_work_started_before_its_loader_is_handed_to_it():
+    """A scope without an observer (work started before its loader exists: the `fwe` process's early start) keeps
+    its retries; once handed to a loader's scope they reach that loader's observer, later ones too, and the work's
+    calls are bounded by that loader's budget."""
+    early, heard = RetryScope(), []
+    with scoped(early):
+        assert retry_wait(HTTPStatusError(503), 1, 0.0, "listing", clock=FakeClock(), rng=Floor()) == 0.0
+    assert early.budget_s is None
+    early.hand_to(RetryScope(heard.append, budget_s=5.0))
+    assert early.budget_s == 5.0 and [e["what"] for e in heard] == ["listing"]
+    with scoped(early):
+        clock = FakeClock()
+        clock.now = 6.0  # past the loader's budget: no retry starts
+        assert retry_wait(HTTPStatusError(503), 2, 0.0, "listing", clock=clock, rng=Floor()) is None
+        assert retry_wait(HTTPStatusError(503), 1, 6.0, "footer", clock=clock, rng=Floor()) == 0.0
+    assert [(e["what"], e["attempt"]) for e in heard] == [("listing", 1), ("footer", 1)]
 
 
 def test_retry_wait_reports_nothing_and_notes_the_attempts_when_it_gives_up():
     """retry_wait (what bootstrap's download loop calls) returns None for a permanent error or the last attempt,
     tells no observer, and leaves the attempts on the exception for the error line."""
     events: list[dict] = []
-    unwatch = watch(events.append)
-    try:
+    with scoped(RetryScope(events.append)):
         clock = FakeClock()
         assert retry_wait(HTTPStatusError(404), 1, 0.0, "x", clock=clock) is None
         last = HTTPStatusError(503)
         clock.now = 7.0
         assert retry_wait(last, THREE.attempts, 0.0, "x", THREE, clock=clock) is None
-        assert attempts_note(last) == " after 3 attempts over 7.0 s" and events == []
-    finally:
-        unwatch()
+    assert attempts_note(last) == " after 3 attempts over 7.0 s" and events == []
 
 
 @pytest.mark.parametrize("fields, message", [

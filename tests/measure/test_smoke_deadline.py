@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from fwe_cli.cli import smoke_cmd
+from fwe_cli.cli.invocation import Run
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader import fineweb_loader
 from fwe_cli.loader.fineweb_loader import FALLBACK_JOIN_S
@@ -120,7 +121,7 @@ def test_the_watchdog_fires_only_past_the_loaders_moment_and_its_grace(monkeypat
     fired = threading.Event()
     monkeypatch.setattr(smoke_cmd.Watchdog, "_fire", lambda self: fired.set())
     loader = _Loader()
-    with smoke_cmd.Watchdog(loader, "unused.json", {}, json_out=False):
+    with smoke_cmd.Watchdog(loader, "unused.json", {}, Run()):
         assert loader.read.wait(60)  # a bound on a hung thread, not an expected duration
         assert not fired.is_set()
         loader.moment = smoke_cmd.time.perf_counter() - smoke_cmd.WATCHDOG_GRACE_S - 1.0

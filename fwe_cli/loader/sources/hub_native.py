@@ -18,6 +18,7 @@ from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_background import InBackground, import_in_background
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubRowPosition, HubSource, iter_hub
+from fwe_cli.loader.transient import current_scope, scoped, work_scope
 
 
 class HubNative(HubSource):
@@ -67,8 +68,11 @@ class HubNative(HubSource):
             return
         with _early_lock:
             early, _early = _early, None
-        self._listing = early if early is not None and early.key == _key(self.spec, self.options.hub_cache) \
-            else Listing(self.spec, self.options.hub_cache)
+        if early is not None and early.key == _key(self.spec, self.options.hub_cache):
+            early.retries.hand_to(current_scope())  # its retries are this loader's, within its budget
+            self._listing = early
+        else:
+            self._listing = Listing(self.spec, self.options.hub_cache)
         self._warm = self._listing.warm
 
     def open(self, set_stage: Callable[[str], None]) -> None:
@@ -142,7 +146,9 @@ class Listing:
     stream before (pyarrow, slow to import, is imported beside it only when not: a warm start imports it only once
     its head cache runs out). What the thread says it waits on (another rank's listing) before anyone follows it is
     kept and said to the first to follow (`result`). When the Hub is asked for the files, the first file's footer is
-    read beside the request for their sizes (FooterAhead), on a second connection opened meanwhile."""
+    read beside the request for their sizes (FooterAhead), on a second connection opened meanwhile. Its requests
+    retry in its creator's scope (a loader's), or, started before any loader, in `retries` of its own, which the
+    loader that takes it over adopts (transient.RetryScope)."""
 
     def __init__(self, spec, use_cache: bool):
         from fwe_cli.loader.hub_env import endpoint, offline
@@ -151,6 +157,7 @@ class Listing:
 
         o = spec.options
         self.key = _key(spec, use_cache)
+        self.retries = work_scope()
         self.warm = use_cache and listed_before(o.dataset, o.revision)
         self._said: str | None = None
         self._stage: Callable[[str], None] | None = None
@@ -168,7 +175,8 @@ class Listing:
                 footer.keep(listing)
             return listing
 
-        self._resolving = InBackground(resolve, "fwe-hub-listing")  # its error is raised by result(), in the producer
+        with scoped(self.retries):  # its error is raised by result(), in the producer
+            self._resolving = InBackground(resolve, "fwe-hub-listing")
         if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
             import_in_background("pyarrow.parquet")
 

@@ -13,6 +13,7 @@ after its last batch.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Iterator
 
@@ -55,7 +56,9 @@ class HubParquetReader:
         self._keeping = head is not None and self.start == (0, 0, 0)
         self._handoff = Handoff(read_ahead)
         self._stop = self._handoff.stopped
-        self._thread = threading.Thread(target=self._read_ahead, name="fwe-hub-readahead", daemon=True)
+        # in its creator's context: its range reads keep the loader's retry scope (transient.RetryScope)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._read_ahead,),
+                                        name="fwe-hub-readahead", daemon=True)
         self._started = False
         # The gate: until the loader's consumer asks for a second batch, work past the head cache's rows (a network
         # read, a footer parse, which imports pyarrow) starts only when the tokenizer is waiting for it. A first

@@ -30,14 +30,16 @@ from fwe_cli.loader.hub_env import cached_file, endpoint, fetch, fwe_cache_dir, 
     resolve_url
 from fwe_cli.loader.in_background import InBackground
 from fwe_cli.loader.node_lock import node_lock
-from fwe_cli.loader.transient import call_with_retries, hub_budget_s, unreachable_reason
+from fwe_cli.loader.transient import RetryScope, call_with_retries, current_scope, hub_budget_s, scoped, \
+    unreachable_reason, work_scope
 
 HEAD_TIMEOUT_S = 5.0
 """Connect and read timeout of the request that opens a fetch (huggingface_hub's default is 10 s): a tokenizer.json
 is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
 LOCK_WAIT_S = 60.0  # waiting for another rank's download, outside a loader (whose --timeout bounds it otherwise)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_started: dict[tuple[str, str], InBackground] = {}  # (repo, filename) -> a download start_fetch began, not waited for
+# (repo, filename) -> a download start_fetch began, not waited for, and the retry scope it runs in
+_started: dict[tuple[str, str], tuple[InBackground, RetryScope]] = {}
 _started_lock = threading.Lock()
 
 
@@ -56,7 +58,7 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
     A copy cached by an earlier run is used without a request (a warm start's one request goes to the dataset's
     listing); `revalidate` asks the Hub first whether main still has that file (one HEAD), as `hf_hub_download` does,
     and falls back to the cached copy when the Hub cannot be reached. A download `start_fetch` began in this process
-    is waited for instead of making another."""
+    is waited for instead of making another, and its retries become the caller's loader's (transient.RetryScope)."""
     cached = cached_file(repo, filename)
     if cached is not None and not revalidate:
         return cached
@@ -65,7 +67,9 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
             return cached
         raise HubUnreachable(f"HF_HUB_OFFLINE=1 and no cached copy of {repo}/{filename}")
     with _started_lock:
-        started = None if revalidate else _started.pop((repo, filename), None)
+        started, retries = (None, None) if revalidate else _started.pop((repo, filename), (None, None))
+    if started is not None:
+        retries.hand_to(current_scope())  # type: ignore[union-attr]
     try:
         return started.result() if started is not None else _download_once(repo, filename, head_timeout_s, revalidate)
     except Exception as exc:
@@ -87,8 +91,12 @@ def start_fetch(repo: str, filename: str) -> bool:
     with _started_lock:
         if (repo, filename) in _started:
             return False
-        # its error is met by fetch_hub_file, in the thread that needs the file
-        _started[(repo, filename)] = InBackground(lambda: _download_once(repo, filename, None, False), "fwe-hub-file")
+        # its error is met by fetch_hub_file, in the thread that needs the file; its retries go to that thread's
+        # loader from then on (the caller's scope when there is one, else one of its own for that loader to adopt)
+        retries = work_scope()
+        with scoped(retries):
+            download = InBackground(lambda: _download_once(repo, filename, None, False), "fwe-hub-file")
+        _started[(repo, filename)] = download, retries
     return True
 
 
