@@ -146,8 +146,9 @@ class HubDatasets(HubSource):
 
 
 class HubRecords(Records):
-    """Rows of the `datasets` stream; position {"index", "rows", "state"}: rows read, and `datasets`' own
-    state_dict when it has one (a resume then skips nothing)."""
+    """Rows of the `datasets` stream at the commit the source resolved; position {"index", "rows", "state"}: rows
+    read, and `datasets`' own state_dict when it has one (a resume then skips nothing). A revision that cannot be
+    read fails: another commit is never read in its place."""
 
     def __init__(self, source: HubDatasets, shard, start=None, all_fields=False, bad=None):
         super().__init__(source, shard, start, all_fields, bad)
@@ -156,19 +157,14 @@ class HubRecords(Records):
         self._stream = None
         self._stateful = False
 
+    @property
+    def revision(self) -> str | None:
+        """The commit read (the spec's revision until the source resolved it)."""
+        return self.source.revision or self.source.spec.revision
+
     def _open(self) -> None:
-        spec = self.source.spec
-        try:
-            stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
-                                     all_columns=self.all_fields)
-            self.revision_pinned = spec.revision is not None
-        except SourceError:
-            if spec.revision is None:
-                raise
-            # An endpoint (a mirror, a test server) may list a sha it cannot serve files for: read its default
-            # branch instead, and say so (bootstrap records revision_pinned=false for the run).
-            stream = open_hub_stream(spec.dataset, spec.name, spec.split, all_columns=self.all_fields)
-            self.revision_pinned = False
+        stream = self.source.stream(all_columns=self.all_fields)
+        self.revision_pinned = self.revision is not None
         if self._state is not None:
             try:
                 stream.load_state_dict(self._state)
