@@ -76,21 +76,26 @@ class FineWebLoader:
         self.heartbeat.emit("fineweb_progress", step=self._steps, **info)
 
     def close(self, join_timeout: float = 1.0, abandon_encodes: bool = False) -> None:
-        """Stop the producer and join its thread (waiting at most `join_timeout`), then the tokenizer threads once
-        their encode in flight is done, unless `abandon_encodes` (a process about to end need not wait for batches
-        it will never take). Safe to call twice.
+        """Stop the producer and join its thread, then the writes of the first batches kept for the next start (the
+        two waiting at most `join_timeout` in all), then the tokenizer threads once their encode in flight is done,
+        unless `abandon_encodes` (a process about to end need not wait for batches it will never take). Safe to
+        call twice.
 
         A producer blocked inside a hung source read cannot be interrupted; it is a daemon thread, it is
         reported by `producer_alive`, and it does not keep the process from exiting."""
         if self._closed:
             return
         self._closed = True
+        ends = time.perf_counter() + join_timeout
         self._unwatch()
         self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
+        settle = getattr(self.pipeline.documents.opened, "settle", None)  # the native Hub reader's kept batches
+        if settle is not None:
+            settle(max(0.0, ends - time.perf_counter()))
         if not abandon_encodes and not self.producer_alive:
             self.pipeline.join_workers()
         self.heartbeat.close()
