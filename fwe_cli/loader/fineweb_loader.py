@@ -78,10 +78,11 @@ class FineWebLoader:
         self.heartbeat.emit("fineweb_progress", step=self._steps, **info)
 
     def close(self, join_timeout: float = 1.0, abandon_encodes: bool = False) -> None:
-        """Stop the producer and join its thread (waiting at most `join_timeout`), then the tokenizer threads once
-        their encode in flight is done, unless `abandon_encodes` (a process about to end need not wait for batches
-        it will never take). Safe to call twice. A producer blocked inside a hung source read cannot be interrupted:
-        it is a daemon thread, reported by `producer_alive`, and does not keep the process from exiting."""
+        """Stop the producer and join its thread, then the source's writes for the next start (the first batches
+        kept), the two waiting at most `join_timeout` in all, then the tokenizer threads once their encode in flight
+        is done, unless `abandon_encodes` (a process about to end need not wait for batches it will never take). Safe
+        to call twice. A producer blocked inside a hung source read cannot be interrupted: it is a daemon thread,
+        reported by `producer_alive`, and does not keep the process from exiting."""
         if self._closed:
             return
         self._closed = True
@@ -89,13 +90,15 @@ class FineWebLoader:
         self.heartbeat.close()
 
     def _stop_producer(self, join_timeout: float, abandon_encodes: bool = False) -> None:
-        """Stop this pipeline's producer (at most `join_timeout` for its thread) and, unless abandoned or the
-        producer is stuck, its tokenizer threads."""
+        """Stop this pipeline's producer and the source's writes (at most `join_timeout` for both) and, unless
+        abandoned or the producer is stuck, its tokenizer threads."""
+        ends = time.perf_counter() + join_timeout
         self.pipeline.close()  # a producer waiting on the source's read-ahead wakes and ends
         if self._prefetcher is not None:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
+        self.pipeline.documents.settle(max(0.0, ends - time.perf_counter()))
         if not abandon_encodes and not self.producer_alive:
             self.pipeline.join_workers()
 

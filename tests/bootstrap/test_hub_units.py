@@ -222,7 +222,7 @@ def test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader(tmp_pat
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict({"text": [f"d{i} " * 50 for i in range(500)]})
                         .to_iterable_dataset())
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset: "a" * 40)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "a" * 40)
     flags = dict(gb=1, file_mb=0.01, dataset="test/in-memory")
     from fwe_cli.bootstrap.run import run_bootstrap
 

@@ -164,6 +164,7 @@ def test_hub_positions_resume_exactly(monkeypatch):
     rows = {"text": [None if i % 11 == 3 else f"hub doc {i}" for i in range(90)], "id": [f"h{i}" for i in range(90)]}
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict(rows).to_iterable_dataset(num_shards=3))
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "b" * 40)
     spec = SourceSpec.of("hub", dataset="test/in-memory", hub_reader="datasets")
     _resumes_exactly(spec, Shard(2, 1), limit=40)
     stream = _records(spec, Shard(2, 1))
@@ -268,7 +269,8 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
         return Dataset.from_dict(rows).to_iterable_dataset(num_shards=4)
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset: "0123abcd" * 5)
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision",
+                        lambda dataset, revision=None: revision or "0123abcd" * 5)
     flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory", hub_reader="datasets")
     whole = core_run(tmp_path / "whole", **flags)
     assert whole["complete"] and whole["files"] >= 3 and manifest_of(tmp_path / "whole")["revision"] == "0123abcd" * 5
@@ -284,21 +286,23 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
     assert [run["revision_pinned"] for run in manifest_of(tmp_path / "resumed")["runs"]] == [True, True]
 
 
-def test_hub_endpoint_that_cannot_serve_the_sha_falls_back_to_its_default_branch(tmp_path, monkeypatch):
-    """If the endpoint names a revision sha but cannot open the dataset at it, the stream is read from the
-    default branch and the run says revision_pinned=false instead of failing."""
+def test_hub_endpoint_that_cannot_serve_the_sha_fails_instead_of_reading_its_default_branch(tmp_path, monkeypatch):
+    """If the endpoint names a commit but cannot open the dataset at it, the bootstrap fails with that error: it
+    never opens the default branch (perhaps another commit) in its place."""
     from datasets import Dataset
 
     from fwe_cli.errors import SourceError
 
+    opened = []
+
     def fake_open(dataset, name, split, revision=None, all_columns=False):
+        opened.append(revision)
         if revision is not None:
-            raise SourceError("no such revision")
+            raise SourceError(f"no such revision {revision}")
         return Dataset.from_dict({"text": ["a", "b", "c"]}).to_iterable_dataset()
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset: "f" * 40)
-    result = core_run(tmp_path / "out", gb=1, dataset="test/in-memory", hub_reader="datasets")
-    manifest = manifest_of(tmp_path / "out")
-    assert result["documents"] == 3 and manifest["revision"] == "f" * 40
-    assert manifest["runs"][-1]["revision_pinned"] is False
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "f" * 40)
+    with pytest.raises(SourceError, match=f"no such revision {'f' * 40}"):
+        core_run(tmp_path / "out", gb=1, dataset="test/in-memory", hub_reader="datasets")
+    assert opened == ["f" * 40]

@@ -5,6 +5,8 @@
 - `hubsim_server` (session): the server on an ephemeral 127.0.0.1 port, stopped at the end.
 - `hub` (function): a `HubRun` on that server with no faults and an empty request log; faults, RTT
   proxy and request log are reset afterwards.
+- `moving_hub` (function): a `HubRun` on a server of its own over the same repos, whose `main` may move
+  (`HubRun.move_main`) without the other tests seeing it.
 
 Clients run in subprocesses whose environment comes from `HubRun.env(home)`: HF_ENDPOINT set before any
 client is imported, a cold (or reused) HF_HOME, download counts, telemetry and datasets' parquet-export
@@ -24,7 +26,7 @@ import pytest
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.faults import Faults
 from tests.hubsim.proxy import RttProxy
-from tests.hubsim.repos import BuildSpec, build_repos
+from tests.hubsim.repos import DATASET_REPO, BuildSpec, build_repos
 from tests.hubsim.server import HubServer
 
 TEST_SPEC = BuildSpec(mb=3.0, shards=2)
@@ -33,8 +35,10 @@ TEST_SPEC = BuildSpec(mb=3.0, shards=2)
 class HubRun:
     """One run against the shared server: its faults, its request log, its client environments."""
 
-    def __init__(self, server: HubServer, workdir: Path):
+    def __init__(self, server: HubServer, workdir: Path, own_server: bool = False):
         self.server = server
+        self.own_server = own_server
+        """The server is this run's alone (stopped by `close`): its `main` may move."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.violations_file = self.workdir / "violations.jsonl"
@@ -85,11 +89,28 @@ class HubRun:
             return []
         return [orjson.loads(line) for line in self.violations_file.read_bytes().splitlines() if line.strip()]
 
+    def move_main(self) -> tuple[str, str]:
+        """Move the dataset's `main` to a new commit: its files less the first parquet shard, so that its stream
+        starts at what was row 1,000 (the commit before stays readable by its sha). Returns (sha before, sha now).
+        Only on a server of the run's own (`moving_hub`)."""
+        if not self.own_server:
+            raise RuntimeError("move_main needs a server of the run's own (the moving_hub fixture)")
+        before = self.server.store.repo("datasets", DATASET_REPO)
+        first = min(path for path in before.files if path.endswith(".parquet"))
+        folder = self.workdir / f"commit-{before.sha[:12]}-next"
+        for path, file in before.files.items():
+            if path != first:
+                (folder / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(file.disk, folder / path)
+        return before.sha, self.server.store.move_main("datasets", DATASET_REPO, folder).sha
+
     def close(self) -> None:
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
         self.server.set_faults(Faults())
+        if self.own_server:
+            self.server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -125,6 +146,14 @@ def hubsim_server(hubsim_root):
 def hub(hubsim_server, tmp_path):
     """A fault-free run on the session server with its own request log; reset afterwards."""
     run = HubRun(hubsim_server, tmp_path / "hub")
+    yield run
+    run.close()
+
+
+@pytest.fixture
+def moving_hub(hubsim_root, tmp_path):
+    """A fault-free run on a server of its own over the session's repos (its `main` may move); stopped afterwards."""
+    run = HubRun(HubServer(hubsim_root).start(), tmp_path / "hub", own_server=True)
     yield run
     run.close()
 

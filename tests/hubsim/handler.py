@@ -164,19 +164,19 @@ class HubHandler(BaseHTTPRequestHandler):
             repo = self._repo(parts[1], f"{parts[2]}/{parts[3]}")
             rest = parts[4:]
             if not rest and self.command == "GET":
-                return self._send_json(self._info(repo, repo.sha))
+                return self._send_json(self._info(repo))
             if len(rest) >= 2 and rest[0] == "revision" and self.command == "GET":
-                return self._send_json(self._info(repo, self._revision(repo, unquote(rest[1]))))
+                return self._send_json(self._info(self._revision(repo, unquote(rest[1]))))
             if len(rest) >= 2 and rest[0] == "tree" and self.command == "GET":
-                return self._tree(repo, unquote(rest[1]), unquote("/".join(rest[2:])), query)
+                return self._tree(self._revision(repo, unquote(rest[1])), unquote("/".join(rest[2:])), query)
             if len(rest) == 2 and rest[0] == "paths-info" and self.command == "POST":
-                return self._paths_info(repo, unquote(rest[1]), body)
+                return self._paths_info(self._revision(repo, unquote(rest[1])), body)
         kind = "datasets" if parts and parts[0] == "datasets" else "models"
         offset = 1 if kind == "datasets" else 0
         if len(parts) >= offset + 5 and parts[offset + 2] == "resolve" and self.command in ("GET", "HEAD"):
             repo = self._repo(kind, f"{parts[offset]}/{parts[offset + 1]}")
-            sha = self._revision(repo, unquote(parts[offset + 3]))
-            return self._resolve(repo, sha, unquote("/".join(parts[offset + 4:])))
+            at = self._revision(repo, unquote(parts[offset + 3]))
+            return self._resolve(at, unquote("/".join(parts[offset + 4:])))
         raise HttpError(404, f"hubsim: no such endpoint {self.command} {split.path}")
 
     def _repo(self, kind: str, repo_id: str) -> Repo:
@@ -186,15 +186,17 @@ class HubHandler(BaseHTTPRequestHandler):
         return repo
 
     @staticmethod
-    def _revision(repo: Repo, rev: str) -> str:
-        if rev in ("main", repo.sha):
-            return repo.sha
-        raise HttpError(404, f"Invalid rev id: {rev}", code="RevisionNotFound")
+    def _revision(repo: Repo, rev: str) -> Repo:
+        """The repo at `rev` (main, its commit or an earlier one's sha); 404 RevisionNotFound for any other."""
+        found = repo.at(rev)
+        if found is None:
+            raise HttpError(404, f"Invalid rev id: {rev}", code="RevisionNotFound")
+        return found
 
     # -- endpoints ---------------------------------------------------------------------------------
     @staticmethod
-    def _info(repo: Repo, sha: str) -> dict:
-        author = repo.repo_id.split("/")[0]
+    def _info(repo: Repo) -> dict:
+        author, sha = repo.repo_id.split("/")[0], repo.sha
         info = {"_id": sha[:24], "id": repo.repo_id, "author": author, "sha": sha,
                 "lastModified": repo.last_modified, "createdAt": "2024-05-28T00:00:00.000Z", "private": False,
                 "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": [],
@@ -204,8 +206,8 @@ class HubHandler(BaseHTTPRequestHandler):
             info.update(modelId=repo.repo_id, library_name="transformers", pipeline_tag="text-generation")
         return info
 
-    def _tree(self, repo: Repo, rev: str, path: str, query: dict) -> None:
-        sha = self._revision(repo, rev)
+    def _tree(self, repo: Repo, path: str, query: dict) -> None:
+        sha = repo.sha
         recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
         entries = repo.tree(path, recursive)
         if entries is None:
@@ -222,8 +224,7 @@ class HubHandler(BaseHTTPRequestHandler):
             headers["Link"] = f'<{self.server.hub.url}{base}?{others}&cursor={start + TREE_PAGE}>; rel="next"'
         self._send_json(page, headers=headers)
 
-    def _paths_info(self, repo: Repo, rev: str, body: bytes) -> None:
-        self._revision(repo, rev)
+    def _paths_info(self, repo: Repo, body: bytes) -> None:
         content_type = self.headers.get("Content-Type", "")
         if "json" in content_type:
             paths = orjson.loads(body or b"{}").get("paths", [])
@@ -240,7 +241,8 @@ class HubHandler(BaseHTTPRequestHandler):
                 found.append({"type": "directory", "oid": "0" * 40, "size": 0, "path": path})
         self._send_json(found)
 
-    def _resolve(self, repo: Repo, sha: str, path: str) -> None:
+    def _resolve(self, repo: Repo, path: str) -> None:
+        sha = repo.sha
         file = repo.files.get(path)
         if file is None:
             raise HttpError(404, "Entry not found", code="EntryNotFound", commit=sha)

@@ -4,6 +4,9 @@ Ids are computed the way the Hub computes them, so clients cache and compare the
 a file's `oid` is its git blob sha1; large-file-storage files (parquet, or over 10 MB) carry `lfs.oid`
 = sha256 of the content and their git oid is the sha1 of their LFS pointer; the commit `sha` is a sha1
 over the repo's (path, oid) pairs, so it changes exactly when content does.
+
+A repo's `main` can move (`RepoStore.move_main`: the files of another folder become its next commit); the commits
+it was at before stay readable by their sha, as on the Hub.
 """
 
 from __future__ import annotations
@@ -71,13 +74,20 @@ def _lfs_pointer(file: "RepoFile | tuple[str, int]") -> bytes:
 
 @dataclass
 class Repo:
-    """A repository: id, type ('dataset' or 'model'), files by path, commit sha."""
+    """A repository at one commit: id, type ('dataset' or 'model'), files by path, commit sha, and the commits
+    `main` was at before this one (by sha)."""
 
     repo_id: str
     repo_type: str
     files: dict[str, RepoFile]
     sha: str
     card_data: dict = field(default_factory=dict)
+    earlier: dict[str, "Repo"] = field(default_factory=dict)
+
+    def at(self, rev: str) -> "Repo | None":
+        """The repo at `rev`: 'main' or this commit's sha is this one, an earlier commit's sha that one; None for
+        any other revision."""
+        return self if rev in ("main", self.sha) else self.earlier.get(rev)
 
     @property
     def last_modified(self) -> str:
@@ -171,6 +181,18 @@ class RepoStore:
                     return None
                 self._repos[key] = load_repo(repo_dir, repo_id, REPO_TYPES[kind])
             return self._repos[key]
+
+    def move_main(self, kind: str, repo_id: str, repo_dir: str | Path) -> Repo:
+        """Point the repo's `main` at the files under `repo_dir` (its next commit; the commits before stay readable
+        by sha) and return it. For a server of a test's own: the others share the session's."""
+        before = self.repo(kind, repo_id)
+        if before is None:
+            raise FileNotFoundError(f"no repo {kind}/{repo_id} under {self.root}")
+        after = load_repo(Path(repo_dir), repo_id, REPO_TYPES[kind])
+        after.earlier = {**before.earlier, before.sha: before}
+        with self._lock:
+            self._repos[(kind, repo_id)] = after
+        return after
 
     def list_repos(self) -> list[tuple[str, str]]:
         found = []

@@ -121,6 +121,22 @@ def test_revision_info_and_repo_info(hub):
     assert model["modelId"] == MODEL_REPO and {"README.md", "tokenizer.json"} <= {s["rfilename"] for s in model["siblings"]}
 
 
+def test_main_moves_and_the_commit_before_stays_readable_by_its_sha(moving_hub):
+    """After `move_main`, main (info, HEAD's X-Repo-Commit, siblings) is the new commit without the first shard;
+    the commit before still answers by its sha, files included; a sha the repo never had is RevisionNotFound."""
+    before, after = moving_hub.move_main()
+    assert before != after and sha_of(moving_hub) == after
+    info = orjson.loads(request(moving_hub.url, "GET", f"{API}/revision/main")[2])
+    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", "sample/10BT/001_00000.parquet"}
+    status, headers, _ = request(moving_hub.url, "HEAD", f"{DS}/resolve/main/{SHARD0}")
+    assert status == 404 and headers["X-Repo-Commit"] == after
+    status, headers, _ = request(moving_hub.url, "HEAD", f"{DS}/resolve/{before}/{SHARD0}")
+    assert status == 200 and headers["X-Repo-Commit"] == before
+    old = orjson.loads(request(moving_hub.url, "GET", f"{API}/revision/{before}")[2])
+    assert old["sha"] == before and SHARD0 in {s["rfilename"] for s in old["siblings"]}
+    assert request(moving_hub.url, "GET", f"{API}/revision/{'0' * 40}")[1]["X-Error-Code"] == "RevisionNotFound"
+
+
 @pytest.mark.parametrize("method, path, status, code", [
     ("GET", "/api/datasets/nobody/nothing/revision/main", 401, "RepoNotFound"),
     ("HEAD", "/datasets/nobody/nothing/resolve/main/README.md", 401, "RepoNotFound"),

@@ -4,6 +4,8 @@ change of what the batches depend on misses. Loaders in this process, against th
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import orjson
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 from fwe_cli.loader.sources.hub_first_batches import FIRST_BATCHES
+from fwe_cli.loader.sources.hub_head_cache import HeadCache
 
 SETTINGS = dict(source="hub", hub_reader="native", tokenizer="gpt2", seq_len=256, batch_size=2)
 
@@ -61,3 +64,30 @@ def test_any_change_of_what_the_batches_depend_on_misses(hub_env, change):
     got, source, _ = pull(2, **change)
     assert source["first_batches"]["replayed"] == 0
     assert all(np.array_equal(a, b) for a, b in zip(fresh, got, strict=True))
+
+
+def test_close_returns_within_its_bound_while_a_kept_batches_write_is_stuck(hub_env, monkeypatch):
+    """A write of the kept batches that cannot end (its head-cache put waits on an event) does not hold
+    close(join_timeout): close returns while that write is still blocked; released, the write ends."""
+    join_s, margin_s = 0.5, 10.0  # margin: an upper bound for a loaded machine, not a measurement
+    entered, release = threading.Event(), threading.Event()
+    put_entry = HeadCache.put_entry
+
+    def blocked_put(self, name: str, data: bytes) -> bool:
+        entered.set()
+        release.wait()
+        return put_entry(self, name, data)
+
+    monkeypatch.setattr(HeadCache, "put_entry", blocked_put)
+    loader = FineWebLoader(config(tokenizer="byte"))
+    closed = threading.Event()
+    try:
+        loader.next_batch()
+        source = loader.pipeline.documents.opened
+        assert entered.wait(60), "the first batch's write never reached the head cache"
+        threading.Thread(target=lambda: (loader.close(join_timeout=join_s), closed.set()), daemon=True).start()
+        assert closed.wait(join_s + margin_s), "close waited for the stuck write"
+        assert not release.is_set() and not source.settle(0.0)  # the write is still blocked
+    finally:
+        release.set()
+    assert source.settle(60.0)

@@ -52,12 +52,14 @@ def test_native_reader_yields_the_datasets_readers_documents(readings, case):
 
 def test_native_reader_reads_only_ranges_and_records_the_commit(readings):
     """The native reader never downloads a whole parquet file (every data request is a Range answered 206) and
-    its source block names the commit sha it read and the files of the config."""
+    its source block names the commit sha it read and the files of the config; the `datasets` reader's names the
+    same commit."""
     cold = readings["native", "cold"]
     parquet = [r for r in cold["requests"] if r["path"].endswith(".parquet")]
     assert parquet and all(r["status"] == 206 and r["range"] for r in parquet)
     source = cold["source"]
     assert source["reader"] == "native" and len(source["revision"]) == 40 and source["files"] == 2
+    assert readings["reference"]["source"]["revision"] == source["revision"]
 
 
 def test_warm_native_start_makes_at_most_one_request_before_reading_past_its_head_cache(readings):

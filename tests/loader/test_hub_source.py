@@ -24,12 +24,13 @@ ROWS = [
 @pytest.fixture(params=["datasets", "native"])
 def fake_hub(monkeypatch, request):
     """Both Hub readers yield ROWS instead of opening a dataset (loader and bootstrap open `datasets` through
-    open_hub_stream; the native reader's rows come from its parquet reader, stood in for here, behind the listing it
-    opens with). Returns the reader's name."""
+    open_hub_stream, at the commit hub_revision names; the native reader's rows come from its parquet reader, stood
+    in for here, behind the listing it opens with). Returns the reader's name."""
     from fwe_cli.loader.sources import hub_native
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
                         lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
+    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "c" * 40)
     monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
     monkeypatch.setattr(HubNative, "documents", lambda self, epoch, at, order: hub_native.iter_hub(
         ((row, hub_native.HubRowPosition(0, 0, n)) for n, row in enumerate(ROWS, start=1)), self.spec.options.dataset,

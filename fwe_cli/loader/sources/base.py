@@ -186,6 +186,11 @@ class Source:
         for child in self.children:
             child.close()
 
+    def settle(self, timeout: float) -> bool:
+        """After `close`: wait at most `timeout` seconds for what the source writes for the next run (the first
+        batches it kept); whether nothing is left to write."""
+        return all([child.settle(timeout) for child in self.children])
+
     # -- per-segment figures -----------------------------------------------------------------------------------------
     def on_batch(self, segment: Hashable, step: int, fetch_s: float, emit: Emit) -> dict:
         """The consumer took batch `step` (after waiting `fetch_s`), made of documents of `segment` (the `segment`

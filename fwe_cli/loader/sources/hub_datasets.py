@@ -1,6 +1,10 @@
 """The Hub read through `datasets` streaming (--hub-reader datasets): the reference for stream order, and what
 `fwe bootstrap --hub-reader datasets` copies.
 
+Opening resolves the commit the revision (default main) names, with one HEAD, and reads at that commit: artifacts
+and resume states name it, and a resume or a resumed bootstrap reads it again, wherever the branch is by then (or
+fails, one line naming it: never another commit).
+
 `datasets` is imported here, lazily: its imports cost more than a local or synthetic run's whole start, so those
 runs skip them.
 HF_ENDPOINT, HF_HOME and HF_DATASETS_CACHE are honoured by the clients themselves.
@@ -23,34 +27,36 @@ from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
 
-REVISION_TIMEOUT_S = 30.0
+def hub_revision(dataset: str, revision: str | None = None) -> str | None:
+    """The commit `revision` (a branch, tag or commit sha; None: main) names now: one HEAD of the dataset's card
+    (hub_api.head_revision). None offline, or when the Hub answers with an error naming no commit (no such dataset
+    or revision: `datasets` then says which). A Hub that cannot be reached (refused, no answer, 5xx after the
+    retries) is SourceError at once, the one unreachable line naming the revision (datasets' own client retries a
+    refused connection for a minute, a line per retry)."""
+    from fwe_cli.loader.hub_env import offline
+    from fwe_cli.loader.sources.hub_api import head_revision
 
-
-def hub_revision(dataset: str, timeout: float = REVISION_TIMEOUT_S) -> str | None:
-    """The commit sha the dataset's default branch points at now, or None when the Hub cannot say.
-
-    `fwe bootstrap` records it in the manifest and pins it on resume, so a resumed copy reads the same data.
-    """
-    try:
-        from huggingface_hub import HfApi
-
-        return HfApi().dataset_info(dataset, timeout=timeout).sha
-    except Exception:  # offline, gated, or an endpoint without the API: the revision is simply unknown
+    if offline():
         return None
+    try:
+        return head_revision(dataset, revision or "main")
+    except SourceError as exc:
+        response = getattr(exc.__cause__, "response", None)
+        status = getattr(response, "status_code", None)
+        if status is None or status >= 500:
+            raise
+        return response.headers.get("x-repo-commit") or None
 
 
 def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | None = None,
                     all_columns: bool = False):
-    """Handshake, metadata and file listing: returns the streaming IterableDataset.
+    """Metadata and file listing through `datasets`: returns the streaming IterableDataset.
 
     Only `text` and `id` are kept unless `all_columns`; `revision` pins a commit (None: the default branch).
-    Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient.
+    Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient. A failure is one line
+    naming the dataset, the revision and the cause.
     """
-    from fwe_cli.loader.hub_env import offline
-    from fwe_cli.loader.sources.hub_listing import check_reachable
-
-    if not offline():
-        check_reachable(dataset, revision)
+    at = f", revision {revision}" if revision else ""
     try:
         from datasets import load_dataset
 
@@ -58,8 +64,9 @@ def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | 
             lambda: load_dataset(dataset, name=name, split=split, streaming=True, revision=revision),
             f"opening Hub dataset {dataset}")
     except Exception as exc:  # datasets/huggingface_hub raise many types; keep the cause chained
-        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r})"
-                          f"{attempts_note(exc)}: {exc}") from exc
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SourceError(f"cannot open Hub dataset {dataset!r} (config {name!r}, split {split!r}{at})"
+                          f"{attempts_note(exc)}: {cause}") from exc
     columns = stream.column_names
     if columns and "text" not in columns:
         raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
@@ -111,26 +118,49 @@ class HubDatasets(HubSource):
     def accepts(cls, spec) -> bool:
         return spec.options.hub_reader == "datasets"
 
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self._resolved = False
+
     def documents(self, epoch: int, at: DatasetsRowPosition | None,
                   order: Order) -> Iterator[tuple[Document, DatasetsRowPosition]]:
-        o = self.spec.options
-        stream = open_hub_stream(o.dataset, o.name, o.split, o.revision)
         rows = at.rows if at else 0
-        return iter_hub(datasets_rows(stream, rows), o.dataset, self.bad, self.options.strict, counted=rows)
+        return iter_hub(datasets_rows(self.stream(), rows), self.spec.options.dataset, self.bad, self.options.strict,
+                        counted=rows)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
-        set_stage(f"opening source (Hub handshake, metadata and file listing for {self.spec.options.dataset})")
+        """The commit to read (`revision`), resolved once: one HEAD (none offline)."""
+        o = self.spec.options
+        set_stage(f"opening source (Hub handshake, metadata and file listing for {o.dataset})")
+        if not self._resolved:
+            self.revision = hub_revision(o.dataset, o.revision)
+            self._resolved = True
+
+    def stream(self, all_columns: bool = False):
+        """The `datasets` stream at the commit `open` resolved (offline: at the spec's revision, the one known).
+        SourceError when the Hub answered without naming the commit and `datasets` opened it anyway: a run must
+        know what it read."""
+        from fwe_cli.loader.hub_env import endpoint, offline
+
+        self.open(lambda stage: None)
+        o = self.spec.options
+        stream = open_hub_stream(o.dataset, o.name, o.split, self.revision or o.revision, all_columns)
+        if self.revision is None and not offline():
+            raise SourceError(f"{endpoint()} did not say which commit {o.dataset}@{o.revision or 'main'} is: "
+                              "a run must know the commit it reads, so that a resume reads it again")
+        return stream
 
     def latest_revision(self) -> str | None:
-        return hub_revision(self.spec.options.dataset)
+        return hub_revision(self.spec.options.dataset, self.spec.options.revision)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return HubRecords(self, shard, start, all_fields, bad)
 
 
 class HubRecords(Records):
-    """Rows of the `datasets` stream; position {"index", "rows", "state"}: rows read, and `datasets`' own
-    state_dict when it has one (a resume then skips nothing)."""
+    """Rows of the `datasets` stream at the commit the source resolved; position {"index", "rows", "state"}: rows
+    read, and `datasets`' own state_dict when it has one (a resume then skips nothing). A revision that cannot be
+    read fails: another commit is never read in its place."""
 
     def __init__(self, source: HubDatasets, shard, start=None, all_fields=False, bad=None):
         super().__init__(source, shard, start, all_fields, bad)
@@ -139,19 +169,14 @@ class HubRecords(Records):
         self._stream = None
         self._stateful = False
 
+    @property
+    def revision(self) -> str | None:
+        """The commit read (the spec's revision until the source resolved it)."""
+        return self.source.revision or self.source.spec.options.revision
+
     def _open(self) -> None:
-        spec = self.source.spec.options
-        try:
-            stream = open_hub_stream(spec.dataset, spec.name, spec.split, revision=spec.revision,
-                                     all_columns=self.all_fields)
-            self.revision_pinned = spec.revision is not None
-        except SourceError:
-            if spec.revision is None:
-                raise
-            # An endpoint (a mirror, a test server) may list a sha it cannot serve files for: read its default
-            # branch instead, and say so (bootstrap records revision_pinned=false for the run).
-            stream = open_hub_stream(spec.dataset, spec.name, spec.split, all_columns=self.all_fields)
-            self.revision_pinned = False
+        stream = self.source.stream(all_columns=self.all_fields)
+        self.revision_pinned = self.revision is not None
         if self._state is not None:
             try:
                 stream.load_state_dict(self._state)
@@ -163,10 +188,6 @@ class HubRecords(Records):
         else:
             self._stateful = hasattr(stream, "state_dict")
         self._stream = stream
-
-    @property
-    def revision(self) -> str | None:
-        return self.source.spec.options.revision
 
     def position(self) -> dict:
         state = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from typing import Callable
 
 import orjson
@@ -198,10 +199,15 @@ class FirstBatches:
             self.usable = self._head.put_entry(self.name, data)
             self._written = batches
 
-    def settle(self) -> None:
-        """Wait for the kept batches to be written (the loader closes: the next start may read them)."""
+    def settle(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the kept batches to be written (the loader closes: the next start may
+        read them); True when no write is left. A write still running goes on, on its daemon thread: the next start
+        reads it if it ends before this process does, else misses it."""
+        ends = time.monotonic() + timeout
         for writer in list(self._writers):
-            writer.join()
+            writer.join(max(0.0, ends - time.monotonic()))
+        return not any(writer.is_alive() for writer in self._writers)
+
 
 def _read(data: bytes | None, shape: tuple[int, int]) -> dict | None:
     """An entry's header with its batches as arrays, or None when it is absent or damaged."""

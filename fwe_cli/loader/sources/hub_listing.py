@@ -25,10 +25,10 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import fwe_cache_dir, head, offline, resolve_url
+from fwe_cli.loader.hub_env import fwe_cache_dir, offline
 from fwe_cli.loader.job_ranks import share
 from fwe_cli.loader.node_lock import node_lock, process_started_at
-from fwe_cli.loader.sources.hub_api import OPEN_TIMEOUT_S, ask, dataset_at, head_revision, paths_info
+from fwe_cli.loader.sources.hub_api import dataset_at, head_revision, paths_info
 from fwe_cli.loader.sources.hub_data_files import match_files, split_patterns
 from fwe_cli.loader.transient import hub_budget_s
 
@@ -162,19 +162,6 @@ def _fetch(repo: str, config: str | None, split: str, revision: str,
     if missing:
         raise SourceError(f"Hub dataset {repo!r} at {sha}: paths-info does not know {missing[0]!r}")
     return HubListing(repo, config, split, sha, tuple(entries[p] for p in paths))
-
-
-def check_reachable(repo: str, revision: str | None) -> None:
-    """One HEAD of the dataset's card, so that a Hub that cannot be reached ends a run through `datasets` at once with
-    the one unreachable line (datasets' own client retries a refused connection for a minute, a line per retry).
-    Any answer, an error status included, means the Hub is there: `datasets` then reports what it finds."""
-    url = resolve_url(repo, revision or "main", "README.md")
-    try:
-        ask(lambda: head(url, OPEN_TIMEOUT_S), f"reaching {repo}", repo)
-    except SourceError as exc:
-        status = getattr(getattr(exc.__cause__, "response", None), "status_code", None)
-        if status is None or status >= 500:
-            raise
 
 
 def cached_listing(repo: str, config: str | None, split: str, revision: str | None) -> HubListing | None:

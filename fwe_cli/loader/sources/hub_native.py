@@ -120,9 +120,13 @@ class HubNative(HubSource):
     def close(self) -> None:
         if self._first is not None:
             self._first.more()  # a producer waiting after the kept batches goes on (and ends) at once
-            self._first.settle()
         if self._reader is not None:
             self._reader.close()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for this run's kept first batches to be written (the loader closes: the
+        next start may read them); True when none is left to write."""
+        return self._first is None or self._first.settle(timeout)
 
     def describe(self) -> dict:
         info = dict(super().describe(), files=len(self.files))
