@@ -95,6 +95,17 @@ class LoaderConfig:
     grow: bool = False
     """With --tail hub: append the Hub documents read after the bootstrap's end to it as new parts (NSA_FWE_GROW), so
     the next job starts local for longer (sources.growth)."""
+    labels: bool = False
+    """Each batch is {"input", "labels"}, int32 [B, T] each, cut from windows of B*T + 1 tokens overlapping the next
+    by one token: every token of the stream is an input once and a label once (loader.packing)."""
+    boundaries: bool = False
+    """Each batch also carries document boundaries: "positions" (each token's index within its document, [B, T]) and
+    "cu_seqlens" (each row's segment starts, then T, [B, T + 1]); the batch is a dict."""
+    bos: bool = False
+    """Put the tokenizer's BOS (else its end-of-text) before each document instead of end-of-text after it (llm.c's
+    layout)."""
+    align_rows: bool = False
+    """Start every row at a document start; the document that does not fit a row is cropped (counted in stats)."""
     as_torch: bool = False
     """Yield torch tensors (pinned memory when CUDA is available) instead of numpy arrays."""
     heartbeat_dir: str | None = None
@@ -122,8 +133,9 @@ class LoaderConfig:
         check_reading_settings(self.bad_records, self.shard)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
-        if not isinstance(self.verify_parts, bool):
-            raise ConfigError(f"verify_parts must be true or false, got {self.verify_parts!r}")
+        for name in ("verify_parts", "labels", "boundaries", "bos", "align_rows"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.grow and not self.source.any("grows"):
             raise SettingError(lambda n: f"{n('grow')} appends the Hub tail read after a bootstrap to it: it needs "
                                          f"{n('tail')} hub")

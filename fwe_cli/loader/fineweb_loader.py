@@ -285,7 +285,7 @@ class FineWebLoader:
             "fetch_p50_ms": fetch["p50"], "fetch_p95_ms": fetch["p95"], "fetch_p99_ms": fetch["p99"],
             "fetch_max_ms": fetch["max"],
             "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
-            "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads,
+            "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads, "cropped": p.cropped(),
             "stage": p.stage,
             "tokenizer": None if tok is None else dict(described(tok), docs_by_backend=dict(p.docs_by_backend)),
             "source": p.documents.describe(),

@@ -45,15 +45,19 @@ class InBackground:
         return self._value
 
 
-def torch_converter() -> Callable[[np.ndarray], object]:
-    """numpy -> torch tensor, pinned when CUDA is present (done here, off the training thread)."""
+def torch_converter() -> Callable[[object], object]:
+    """numpy -> torch tensor (each of a dict's arrays), pinned when CUDA is present (done here, off the training
+    thread)."""
     import torch
 
     pin = torch.cuda.is_available()
 
-    def convert(batch: np.ndarray):
-        tensor = torch.from_numpy(batch)
+    def one(array: np.ndarray):
+        tensor = torch.from_numpy(array)
         return tensor.pin_memory() if pin else tensor
+
+    def convert(batch):
+        return {key: one(value) for key, value in batch.items()} if isinstance(batch, dict) else one(batch)
 
     return convert
 

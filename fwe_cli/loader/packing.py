@@ -1,7 +1,17 @@
-"""Cut the concatenated token stream into [batch_size, seq_len] int32 batches.
+"""Cut the token stream into [batch_size, seq_len] batches, as a trainer takes them.
 
-Tokens arrive as arrays (one per doc batch) and are copied once into a preallocated batch buffer; no
-per-token Python work. Nothing is dropped or repeated; only a final partial batch is left unemitted.
+Tokens arrive as arrays (one per document batch, with each document's length when boundaries are wanted) and are
+copied once into preallocated buffers; no per-token Python work. What a batch is:
+- plain: the int32 array [B, T], the stream cut in order; nothing dropped or repeated but a final partial batch;
+- `labels`: {"input", "labels"} cut from windows of B*T + 1 tokens that overlap the next by one token (labels are
+  the inputs shifted by one: every token of the stream is an input once and a label once, none lost);
+- `boundaries`: also "positions" (each token's index within its document) and "cu_seqlens" ([B, T + 1]: row r's
+  segment starts within the row, then T, padded by repeating T), a segment being a document or the part of it in
+  the row;
+- `align_rows`: every row starts at a document start; rows are filled with whole documents and the one that does
+  not fit is cropped to the row's end (its rest dropped, counted in `cropped_tokens` / `cropped_documents`).
+`add` says for each batch how many tokens of its call are in this or earlier batches (dropped ones included): a
+stream resumed that far into the call's array goes on with the next batch (fwe_cli.loader.pipeline).
 """
 
 from __future__ import annotations
@@ -11,25 +21,116 @@ from typing import Iterator
 import numpy as np
 
 
-class Packer:
-    def __init__(self, seq_len: int, batch_size: int):
-        self.seq_len = seq_len
-        self.batch_size = batch_size
-        self.batch_tokens = seq_len * batch_size
-        self._buf = np.empty(self.batch_tokens, dtype=np.int32)
-        self._fill = 0
+def segments(lengths: np.ndarray, offsets: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, starts) of `total` tokens made of documents of `lengths` whose first token is at position
+    `offsets` within its document: each token's index in its document, and where a document begins."""
+    first = np.cumsum(lengths) - lengths
+    positions = np.arange(total, dtype=np.int32) - np.repeat(first - offsets, lengths).astype(np.int32)
+    starts = np.zeros(total, dtype=bool)
+    starts[first[lengths > 0]] = True
+    return positions, starts
 
-    def add(self, ids: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
-        """Append ids; yield (batch, ids of this call in it and earlier batches) for every batch that becomes full.
-        Each yielded array is a fresh buffer."""
+
+def row_bounds(starts: np.ndarray) -> np.ndarray:
+    """cu_seqlens [B, T + 1] of rows whose document starts are `starts` [B, T]: each row's segment starts (0 always),
+    then T, padded by repeating T."""
+    rows, width = starts.shape
+    out = np.full((rows, width + 1), width, dtype=np.int32)
+    for r in range(rows):
+        cuts = np.flatnonzero(starts[r])
+        if not len(cuts) or cuts[0] != 0:
+            cuts = np.concatenate(([0], cuts))
+        out[r, :len(cuts)] = cuts
+    return out
+
+
+class Packer:
+    """Batches of one shape and kind (see the module docstring); `add` may be called with arrays of any size."""
+
+    def __init__(self, seq_len: int, batch_size: int, labels: bool = False, boundaries: bool = False,
+                 align_rows: bool = False):
+        self.seq_len, self.batch_size = seq_len, batch_size
+        self.labels, self.boundaries, self.align_rows = labels, boundaries, align_rows
+        self.row = seq_len + 1 if labels and align_rows else seq_len
+        self.window = self.row * batch_size + (1 if labels and not align_rows else 0)
+        self.cropped_tokens = 0
+        self.cropped_documents = 0
+        self._fill = 0
+        self._new()
+
+    @property
+    def wants_lengths(self) -> bool:
+        """Whether `add` needs each document's length (boundaries, or rows aligned to documents)."""
+        return self.boundaries or self.align_rows
+
+    def _new(self) -> None:
+        self._ids = np.empty(self.window, dtype=np.int32)
+        self._pos = np.empty(self.window, dtype=np.int32) if self.boundaries else None
+        self._starts = np.zeros(self.window, dtype=bool) if self.boundaries else None
+
+    def add(self, ids: np.ndarray, lengths: np.ndarray | None = None,
+            offsets: np.ndarray | None = None) -> Iterator[tuple[object, int]]:
+        """Append ids (with each document's length and first position when `wants_lengths`); yield (batch, tokens
+        of this call in it and earlier batches) for every batch that becomes full. Each batch is a fresh buffer."""
+        positions = starts = None
+        if self.wants_lengths:
+            offsets = np.zeros(len(lengths), np.int64) if offsets is None else offsets
+            positions, starts = segments(lengths, offsets, len(ids))
+        if self.align_rows:
+            yield from self._add_rows(ids, lengths, positions, starts)
+        else:
+            yield from self._add_stream(ids, positions, starts)
+
+    def _put(self, ids, positions, starts, lo: int, take: int) -> None:
+        at = self._fill
+        self._ids[at:at + take] = ids[lo:lo + take]
+        if self.boundaries:
+            self._pos[at:at + take] = positions[lo:lo + take]
+            self._starts[at:at + take] = starts[lo:lo + take]
+        self._fill += take
+
+    def _add_stream(self, ids, positions, starts) -> Iterator[tuple[object, int]]:
         pos, n = 0, len(ids)
         while pos < n:
-            take = min(self.batch_tokens - self._fill, n - pos)
-            self._buf[self._fill : self._fill + take] = ids[pos : pos + take]
-            self._fill += take
+            take = min(self.window - self._fill, n - pos)
+            self._put(ids, positions, starts, pos, take)
             pos += take
-            if self._fill == self.batch_tokens:
-                batch = self._buf.reshape(self.batch_size, self.seq_len)
-                self._buf = np.empty(self.batch_tokens, dtype=np.int32)
-                self._fill = 0
-                yield batch, pos
+            if self._fill == self.window:
+                yield self._batch(), pos - (1 if self.labels else 0)  # the window's last token opens the next one
+                self._carry()
+
+    def _add_rows(self, ids, lengths, positions, starts) -> Iterator[tuple[object, int]]:
+        pos = 0
+        for length in lengths.tolist():
+            room = self.row - self._fill % self.row
+            take = min(length, room)
+            self._put(ids, positions, starts, pos, take)
+            if take < length:
+                self.cropped_tokens += length - take
+                self.cropped_documents += 1
+            pos += length
+            if self._fill == self.window:
+                yield self._batch(), pos
+                self._carry()
+
+    def _carry(self) -> None:
+        """A fresh buffer; with labels and a stream, it starts with the window's last token."""
+        ids, positions, starts = self._ids, self._pos, self._starts
+        self._new()
+        self._fill = 0
+        if self.labels and not self.align_rows:
+            self._put(ids, positions, starts, len(ids) - 1, 1)
+
+    def _batch(self) -> object:
+        b, t = self.batch_size, self.seq_len
+        if not (self.labels or self.boundaries):
+            return self._ids.reshape(b, t)
+        rows = self._ids.reshape(b, self.row) if self.align_rows else None
+        take = (lambda a: a.reshape(b, self.row)[:, :t]) if self.align_rows else (lambda a: a[:b * t].reshape(b, t))
+        batch = {"input": take(self._ids)}
+        if self.labels:
+            batch["labels"] = rows[:, 1:] if self.align_rows else self._ids[1:].reshape(b, t)
+        if self.boundaries:
+            batch["positions"] = take(self._pos)
+            batch["cu_seqlens"] = row_bounds(take(self._starts))
+        return batch

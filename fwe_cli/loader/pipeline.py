@@ -19,6 +19,7 @@ import numpy as np
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
+from fwe_cli.loader.encoding import BatchEncoder, Encoded
 from fwe_cli.loader.doc_batches import doc_batches
 from fwe_cli.loader.in_background import InBackground, torch_converter
 from fwe_cli.loader.in_order import in_order
@@ -26,7 +27,7 @@ from fwe_cli.loader.packing import Packer
 from fwe_cli.loader.stages import StageClock, bind, stage_key
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.token_manifest import BACKEND, ShardTokens
+from fwe_cli.loader.sources.token_manifest import ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
 MAX_AUTO_THREADS = 8
@@ -67,8 +68,8 @@ class Pipeline:
         self.docs = 0
         self.tokens = 0
         self.batches = 0
-        self.tokenize_s = 0.0
-        self.docs_by_backend: dict[str, int] = {}  # documents each tokenizer backend encoded for this pipeline
+        self.encoder: BatchEncoder | None = None  # made once the tokenizer is known (_encode)
+        self._packer = Packer(config.seq_len, config.batch_size, config.labels, config.boundaries, config.align_rows)
         self.threads = effective_threads(config)
         self._on_progress = on_progress
         self._started = time.perf_counter()
@@ -93,20 +94,13 @@ class Pipeline:
         if name not in self.marks:
             self.marks[name] = time.perf_counter()
 
-    def _encode(self, docs: list[Document]) -> np.ndarray:
-        t0 = time.perf_counter()
-        tokenizer = self.tokenizer
-        backend = getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
-        if docs[0].ids is not None:  # read from token shards: ids(doc) + [eos] each, as encode_docs gives
-            ids = np.concatenate([part for d in docs for part in (d.ids[d.delivered:], self._eos)
-                                  if len(part)]).astype(np.int32, copy=False)
-        elif any(d.delivered for d in docs):  # after a world change: each such document's rest, encoded alone
-            ids = np.concatenate([backend.encode_docs([d.text])[d.delivered:] if d.delivered else
-                                  backend.encode_docs([d.text]) for d in docs])
-        else:
-            ids = backend.encode_docs([d.text for d in docs])
-        self._count_encoded(backend.backend, len(docs), time.perf_counter() - t0)
-        return ids
+    def _encode(self, docs: list[Document]) -> Encoded:
+        """A document batch's tokens in the stream's layout (an encoder made for the tokenizer once it is known)."""
+        with self._lock:
+            if self.encoder is None or self.encoder.tokenizer is not self.tokenizer:
+                self.encoder = BatchEncoder(self.tokenizer, self.config.bos, self._packer.wants_lengths)
+            encoder = self.encoder
+        return encoder(docs)
 
     def _stream_tokens(self, doc: Document) -> int:
         """How many tokens `doc` puts in this rank's stream: its ids and end-of-text, less those delivered before."""
@@ -115,10 +109,19 @@ class Pipeline:
         tokenizer = self.tokenizer
         return len(getattr(tokenizer, "current", lambda: tokenizer)().encode_docs([doc.text])) - doc.delivered
 
-    def _count_encoded(self, backend: str, docs: int, seconds: float) -> None:
-        with self._lock:
-            self.tokenize_s += seconds
-            self.docs_by_backend[backend] = self.docs_by_backend.get(backend, 0) + docs
+    def cropped(self) -> dict | None:
+        """With align_rows: the tokens and documents cropped at the rows' ends (None without)."""
+        packer = self._packer
+        return {"tokens": packer.cropped_tokens, "documents": packer.cropped_documents} if packer.align_rows else None
+
+    @property
+    def tokenize_s(self) -> float:
+        return self.encoder.tokenize_s if self.encoder is not None else 0.0
+
+    @property
+    def docs_by_backend(self) -> dict[str, int]:
+        """Documents each tokenizer backend encoded for this pipeline."""
+        return dict(self.encoder.docs_by_backend) if self.encoder is not None else {}
 
     def _count_read(self, docs: int) -> None:
         """`docs` more documents read: counted, and a progress line every report_docs."""
@@ -131,16 +134,17 @@ class Pipeline:
                                "docs_per_s": round(self.docs / elapsed, 2),
                                "tokens_per_s": round(self.tokens / elapsed, 1)})
 
-    def _token_chunks(self, chunks: Iterator) -> Iterator[tuple[np.ndarray, tuple]]:
+    def _token_chunks(self, chunks: Iterator) -> Iterator[tuple[Encoded, tuple]]:
         """A token directory read in order (sources.token_dir): one shard slice + one eos per chunk, about a batch at
         first (the first batch waits on nothing larger), then doubling up to CHUNK_TOKENS."""
         self.stage = "reading token shards"
+        encoder = self.encoder = BatchEncoder(self.tokenizer, self.config.bos, self._packer.wants_lengths)
         for ids, resume, lengths in chunks:
             self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
             before = self.docs
             self._count_read(len(lengths))
-            self._count_encoded(BACKEND, len(lengths), 0.0)
-            yield ids, (resume, None, before)
+            encoder.count(encoder.tokenizer.backend, len(lengths), 0.0)
+            yield encoder.chunk(ids, lengths), (resume, None, before)
             if self._closing.is_set():
                 return
             self.stage = "reading token shards"
@@ -164,7 +168,7 @@ class Pipeline:
         if self.tokenizer is None:  # no documents at all: a tokenizer that cannot load still says so
             self._await_tokenizer()
 
-    def _token_arrays(self) -> Iterator[tuple[np.ndarray, tuple]]:
+    def _token_arrays(self) -> Iterator[tuple[Encoded, tuple]]:
         """(ids, (the first document's `resume`, the segment, documents read before)) per document batch, in
         order."""
         chunks = self.documents.token_chunks(self._chunk_sizes()) if isinstance(self.tokenizer, ShardTokens) else None
@@ -230,7 +234,7 @@ class Pipeline:
         # a fresh stream may begin with the batches an earlier run kept (sources/hub_first_batches): no tokenizer
         kept = None if shards is not None else self.documents.first_batches(self.documents.tokenizer())
         if shards is not None:
-            self.tokenizer, self._eos = shards, np.array([shards.eos_id], dtype=np.int32)
+            self.tokenizer = shards
             self.mark("tokenizer_ready")
         elif kept is None or not kept.candidate:
             self._start_tokenizer()
@@ -273,16 +277,16 @@ class Pipeline:
 
     def _packed(self, kept) -> Iterator[tuple[object, dict, Hashable]]:
         """The batches packed from the stream's token arrays (after any replayed ones)."""
-        packer = Packer(self.config.seq_len, self.config.batch_size)
+        packer = self._packer
         upgrading = False
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
-        for ids, (first, segment, docs_before) in self._token_arrays():
+        for encoded, (first, segment, docs_before) in self._token_arrays():
             self.stage = "packing"
-            skipped = min(to_skip, len(ids))
+            skipped = min(to_skip, len(encoded.ids))
             to_skip -= skipped
             tokens_before = self.tokens
-            self.tokens += len(ids) - skipped
-            for batch, used in packer.add(ids[skipped:]):
+            self.tokens += len(encoded.ids) - skipped
+            for batch, used in packer.add(*encoded.past(skipped)):
                 self.batches += 1
                 self.mark("first_batch")
                 position = {"doc": first, "skip": skipped + used}
@@ -293,3 +297,4 @@ class Pipeline:
                     upgrading = True
                     getattr(self.tokenizer, "start_upgrade", lambda: None)()
                 self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
+

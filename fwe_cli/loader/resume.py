@@ -37,7 +37,8 @@ STATE_VERSION = 3
 def _shape(config: LoaderConfig, tokenizer: str | None) -> dict:
     return {"tokenizer": tokenizer, "seq_len": config.seq_len, "batch_size": config.batch_size,
             "shard_mod": config.shard.mod, "shard_rem": config.shard.rem, "shuffle_seed": config.shuffle_seed,
-            "shuffle_window": config.shuffle_window if config.shuffle_seed is not None else None}
+            "shuffle_window": config.shuffle_window if config.shuffle_seed is not None else None,
+            "bos": config.bos, "align_rows": config.align_rows}
 
 
 def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | None, batches: int,

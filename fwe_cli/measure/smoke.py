@@ -44,8 +44,16 @@ class BatchChecks:
         self.high: int | None = None
         self.separators = 0
         self._held: list[np.ndarray] = []  # batches waiting for an eos id to count theirs
+        self.unshifted: int | None = None
+        """With labels: batches whose labels are not the inputs shifted by one (across batches too)."""
+        self._last_label: int | None = None
 
-    def add(self, batch: np.ndarray, eos_id: int | None) -> None:
+    def add(self, batch, eos_id: int | None) -> None:
+        """One batch: its tokens (a dict's "input", its labels checked against them), as it comes."""
+        if isinstance(batch, dict):
+            if "labels" in batch:
+                self._shifted(batch["input"], batch["labels"])
+            batch = batch["input"]
         if tuple(batch.shape) != self.shape:
             self.bad_shapes += 1
             if len(self.bad_shape) < self.LISTED:
@@ -61,6 +69,14 @@ class BatchChecks:
             return
         self._count_separators(eos_id)
         self.separators += int(np.count_nonzero(batch == eos_id))
+
+    def _shifted(self, inputs: np.ndarray, labels: np.ndarray) -> None:
+        """Count the batch when its labels are not its inputs shifted by one token, the last one the next batch's
+        first input."""
+        flat_in, flat_labels = inputs.reshape(-1), labels.reshape(-1)
+        ok = np.array_equal(flat_labels[:-1], flat_in[1:]) and self._last_label in (None, int(flat_in[0]))
+        self.unshifted = (self.unshifted or 0) + (not ok)
+        self._last_label = int(flat_labels[-1])
 
     def _count_separators(self, eos_id: int) -> None:
         for held in self._held:
@@ -79,11 +95,17 @@ class BatchChecks:
             {"name": "id_range", "ok": self.low >= 0 and self.high < vocab_size,
              "detail": f"ids in [{self.low}, {self.high}], vocab_size {vocab_size}"},
             {"name": "separators", "ok": self.separators > 0 or not enough,
-             "detail": f"{self.separators} end-of-document ids (id {eos_id}) in {self.tokens} tokens"
-             + ("" if self.separators or enough else "; too few tokens pulled to require one")}]
+             "detail": f"{self.separators} document separators (id {eos_id}) in {self.tokens} tokens"
+             + ("" if self.separators or enough else "; too few tokens pulled to require one")}] + ([] if (
+                self.unshifted is None) else [{"name": "labels", "ok": not self.unshifted, "detail": (
+                    "labels are the inputs shifted by one token in every batch" if not self.unshifted else
+                    f"{self.unshifted} batches whose labels are not the inputs shifted by one token")}])
 
 
-def _as_numpy(batch) -> np.ndarray:
+def _as_numpy(batch):
+    """A batch as numpy: an array, or a dict of arrays (with labels or boundaries)."""
+    if isinstance(batch, dict):
+        return {key: _as_numpy(value) for key, value in batch.items()}
     return batch.numpy() if hasattr(batch, "numpy") and not isinstance(batch, np.ndarray) else batch
 
 
@@ -138,7 +160,8 @@ class SmokeRun:
         kept: list[np.ndarray] = []  # only with save_path: the batches to save
 
         def take(batch: np.ndarray) -> None:
-            checks.add(batch, getattr(loader.pipeline.tokenizer, "eos_id", None))
+            tokenizer = loader.pipeline.tokenizer
+            checks.add(batch, None if tokenizer is None else tokenizer.bos_id if config.bos else tokenizer.eos_id)
             if save_path:
                 kept.append(batch)
 
@@ -207,11 +230,16 @@ def read_resume_state(path: str) -> dict | list[dict]:
         raise ConfigError(f"--resume-state {path} is not JSON ({exc}): give a file written by --save-state") from None
 
 
-def _save(path: str, pulled: list[np.ndarray], config: LoaderConfig) -> OutputError | None:
+def _save(path: str, pulled: list, config: LoaderConfig) -> OutputError | None:
     """Write the pulled batches to `path` (.npz content under exactly that name: np.savez given a name would add
-    .npz to any other), atomically; the OutputError naming the path when it cannot be written."""
+    .npz to any other), atomically: `batches` (the inputs), and `labels`, `positions`, `cu_seqlens` when the batches
+    carry them; the OutputError naming the path when it cannot be written."""
     buffer = io.BytesIO()
-    np.savez(buffer, batches=np.stack(pulled), config=np.frombuffer(str(config.to_json()).encode(), np.uint8))
+    parts = {"batches": np.stack([b["input"] if isinstance(b, dict) else b for b in pulled])}
+    for key in ("labels", "positions", "cu_seqlens"):
+        if isinstance(pulled[0], dict) and key in pulled[0]:
+            parts[key] = np.stack([b[key] for b in pulled])
+    np.savez(buffer, **parts, config=np.frombuffer(str(config.to_json()).encode(), np.uint8))
     try:
         write_atomic(path, buffer.getvalue())
     except OSError as exc:
@@ -223,7 +251,8 @@ def _result(config: LoaderConfig, stats: dict, pulled: BatchChecks, error: Excep
             elapsed: float) -> dict:
     """The smoke result's measured part (keys in the artifact's order; SmokeRun.finish adds context after them)."""
     tok = stats["tokenizer"]
-    checks = pulled.checks(tok["vocab_size"], tok["eos_id"]) if pulled.batches and tok else []
+    separator = tok and (tok.get("bos_id", tok["eos_id"]) if config.bos else tok["eos_id"])
+    checks = pulled.checks(tok["vocab_size"], separator) if pulled.batches and tok else []
     if error is None and not pulled.batches:
         checks.append({"name": "batches", "ok": False, "detail": "the source ended before one full batch"})
     tokens = pulled.tokens

@@ -184,3 +184,21 @@ def test_python_dash_m_and_console_script_agree():
     assert "from fwe_cli.cli.app import main" in (REPO_ROOT / "fwe_cli" / "__main__.py").read_text()
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["fwe"] == "fwe_cli.cli.app:main"
+
+
+def test_smoke_labels_and_boundaries_are_checked_and_saved(tmp_path):
+    """`fwe smoke --labels --boundaries --bos` checks that the labels are the inputs shifted by one, counts the
+    delimiters, and --save-batches holds the inputs with their labels, positions and cu_seqlens."""
+    saved = tmp_path / "b.npz"
+    result = invoke("smoke", "--source", "synthetic", "--tokenizer", "byte", "--seq-len", "128", "--batch", "4",
+                    "--labels", "--boundaries", "--bos", "--batches", "20", "--save-batches", str(saved), "--json",
+                    "--artifacts-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["labels"]["ok"] and checks["separators"]["ok"] and "id 256" in checks["separators"]["detail"]
+    batches = np.load(saved)
+    assert {k: batches[k].shape for k in ("batches", "labels", "positions", "cu_seqlens")} == {
+        "batches": (20, 4, 128), "labels": (20, 4, 128), "positions": (20, 4, 128), "cu_seqlens": (20, 4, 129)}
+    assert np.array_equal(batches["labels"][:, :, :-1], batches["batches"][:, :, 1:])
+    assert data["config"]["labels"] and data["config"]["bos"]

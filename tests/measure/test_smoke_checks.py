@@ -62,7 +62,7 @@ def test_batches_before_the_tokenizer_are_held_until_its_end_of_document_id_is_k
     assert checks.separators == 4
     late = BatchChecks((1, 4))
     late.add(np.array([[EOS, 1, 2, 3]], dtype=np.int32), None)
-    assert "1 end-of-document ids" in late.checks(257, EOS)[3]["detail"]
+    assert "1 document separators" in late.checks(257, EOS)[3]["detail"]
 
 
 def _watch_batches(monkeypatch) -> tuple[list, list]:

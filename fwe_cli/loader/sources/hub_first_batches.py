@@ -94,13 +94,15 @@ class FirstBatches:
 
         spec = config.source.options
         self._source = source
-        self.usable = bool(config.hub_cache and config.shuffle_seed is None)
+        # plain arrays only (batches with labels or boundaries are dicts, not kept)
+        self.usable = bool(config.hub_cache and config.shuffle_seed is None and not (config.labels or config.boundaries))
         self.candidate = False
         """An entry exists for the commit the branch pointed at when it was last listed (the request decides)."""
         self._tokenizer_spec = tokenizer_spec
         self._key = {"format": ENTRY_FORMAT, "backend": config.tokenizer_backend, "seq_len": config.seq_len,
                      "batch_size": config.batch_size, "shard": [config.shard.mod, config.shard.rem],
-                     "epochs": config.epochs, "bad_records": config.bad_records}
+                     "epochs": config.epochs, "bad_records": config.bad_records, "bos": config.bos,
+                     "align_rows": config.align_rows}
         self._shape = (config.batch_size, config.seq_len)
         self._entry: dict | None = None
         self._kept: list[tuple] = []  # (batch bytes, position, documents, tokens) of each batch kept

@@ -19,6 +19,7 @@ def upgrade(state: dict) -> dict:
     matching = dict(state["matching"])
     kind = matching.pop("source", None)
     shape = {key: matching.pop(key) for key in SHAPE if key in matching}
+    shape.update(bos=False, align_rows=False)  # the one layout there was
     if state.get("version") == 1:
         paths = matching.pop("files", None)
         files = None if paths is None else [{"path": path} for path in paths]

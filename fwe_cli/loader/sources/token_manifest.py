@@ -64,7 +64,7 @@ class ShardTokens:
         self.manifest = manifest
         self.name = recorded_tokenizer(manifest)
         self.vocab_size = manifest["vocab_size"]
-        self.eos_id = manifest["eot"]
+        self.eos_id = self.bos_id = manifest["eot"]
 
     def matches(self, tokenizer: str) -> bool:
         """Whether `tokenizer` gives the ids the shards hold: the same vocabulary hash (a tokenizer.json's model,

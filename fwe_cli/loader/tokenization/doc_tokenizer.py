@@ -37,6 +37,7 @@ from fwe_cli.loader.transient import attempts_note
 
 PACKAGED_REPOS = frozenset({"openai-community/gpt2", "gpt2"})  # Hub ids whose tokenizer.json ships offline
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
+BOS_CANDIDATES = ("<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>")  # else the end-of-text id delimits
 
 
 class DocTokenizer(Protocol):
@@ -46,6 +47,7 @@ class DocTokenizer(Protocol):
     source: str
     vocab_size: int
     eos_id: int
+    bos_id: int  # the delimiter put before each document with `bos`: a BOS token, else the end-of-text id
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -60,7 +62,7 @@ class ByteTokenizer:
     backend_reason = "the byte tokenizer has one backend"
     source = "builtin"
     vocab_size = 257
-    eos_id = BYTE_EOS_ID
+    eos_id = bos_id = BYTE_EOS_ID
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8", errors="surrogatepass"))
@@ -96,6 +98,8 @@ class HFTokenizer:
             raise TokenizerError(f"tokenizer {name!r} has no end-of-document token (looked for {', '.join(EOS_CANDIDATES)})")
         self.eos_token = eos
         self.eos_id = tokenizer.token_to_id(eos)
+        bos = next((t for t in BOS_CANDIDATES if tokenizer.token_to_id(t) is not None), eos)
+        self.bos_id = tokenizer.token_to_id(bos)
 
     def encode(self, text: str) -> list[int]:
         try:
@@ -133,6 +137,7 @@ class UpgradingTokenizer:
         self.hf = hf
         self.path = path
         self.name, self.vocab_size, self.eos_id, self.eos_token = hf.name, hf.vocab_size, hf.eos_id, hf.eos_token
+        self.bos_id = hf.bos_id
         self.source, self.source_note = hf.source, hf.source_note
         self.backend_reason = "tiktoken check not started yet"
         self.check_s: float | None = None

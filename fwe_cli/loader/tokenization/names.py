@@ -75,5 +75,6 @@ def described(tokenizer) -> dict:
     ShardTokens, the stand-in of kept batches): name, backend and why, vocabulary, end-of-text id, the tiktoken
     check's duration (None where there is none)."""
     return {"name": tokenizer.name, "backend": tokenizer.backend, "vocab_size": tokenizer.vocab_size,
-            "eos_id": tokenizer.eos_id, "backend_reason": getattr(tokenizer, "backend_reason", None),
+            "eos_id": tokenizer.eos_id, "bos_id": tokenizer.bos_id,
+            "backend_reason": getattr(tokenizer, "backend_reason", None),
             "check_s": getattr(tokenizer, "check_s", None)}

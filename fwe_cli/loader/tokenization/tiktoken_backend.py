@@ -170,7 +170,7 @@ class TiktokenTokenizer:
         self.name = hf.name
         self.vocab_size = hf.vocab_size
         self.eos_token = hf.eos_token
-        self.eos_id = hf.eos_id
+        self.eos_id, self.bos_id = hf.eos_id, hf.bos_id
         self.backend_reason = "tiktoken gives ids identical to tokenizers (structure, vocabulary and probes checked)"
         self._special = frozenset(encoding.special_tokens_set)
         if self.eos_token not in self._special:
