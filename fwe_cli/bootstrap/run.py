@@ -225,7 +225,7 @@ class _Run:
         """An OSError from opening or reading the source (unreadable or corrupt file, dropped connection): exit 4,
         naming the file when the OS did, else the source. Raised `from None`: the line holds the OSError's words."""
         config = self.config
-        where = exc.filename or config.source.where()
+        where = exc.filename or config.source.location()
         return SourceError(os_error_line("read source", str(where), exc))
 
     def _file_starts(self, k: int) -> None:

@@ -1,5 +1,5 @@
 """The one place where known exceptions become exit codes and one-line messages (`_CODES`), and where a run's outcome
-is written into its result (`settle`)."""
+is written into its result (`record_outcome`)."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def error_line(exc: BaseException) -> str:
     return f"{_entry(type(exc))[1]} {escape(one_line(exc))}"
 
 
-def settle(result: dict, failure: FweError | None) -> int:
+def record_outcome(result: dict, failure: FweError | None) -> int:
     """Write a run's outcome into its result (the artifact and the --json object): ok, exit_code, and error (unless
     the run recorded its own already); returns the exit code."""
     from fwe_cli.artifacts import error_record

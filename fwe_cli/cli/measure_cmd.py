@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.exit_codes import MEASURE_EXIT_CODES_HELP, settle
+from fwe_cli.cli.exit_codes import MEASURE_EXIT_CODES_HELP, record_outcome
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, StepMs, Steps, Targets, Timeout, fwe_command
 from fwe_cli.cli.invocation import Run
@@ -164,7 +164,7 @@ def measure(
     summary["artifact"] = os.path.join(out_dir, "summary.json")  # summary.json is the --json object
     regression = gate.judge(summary)
     outcome = failure or regression  # a measure that failed by itself keeps its own code and error
-    settle(summary, outcome)
+    record_outcome(summary, outcome)
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         run.print_json(summary)

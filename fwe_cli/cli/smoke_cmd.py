@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, settle
+from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, record_outcome
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.invocation import EarlyStart, Invocation, Run
 from fwe_cli.cli.output import console, fmt_s, report_failure
@@ -207,7 +207,7 @@ def smoke(
     result["artifact"] = artifact  # the artifact is the --json object
     regression = gate.judge(result)
     outcome = failure or regression  # a smoke that failed by itself keeps its own code and error
-    code = settle(result, outcome)
+    code = record_outcome(result, outcome)
     write_json(artifact, result)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         invocation.run.print_json(result)

@@ -11,7 +11,7 @@ from rich.style import Style
 from rich.table import Table
 
 from fwe_cli.artifacts import prepare_output_dir, utc_stamp, write_json
-from fwe_cli.cli.exit_codes import TUNE_EXIT_CODES_HELP, settle
+from fwe_cli.cli.exit_codes import TUNE_EXIT_CODES_HELP, record_outcome
 from fwe_cli.cli.live_progress import LiveRuns
 from fwe_cli.cli.measure_cmd import refuse_heartbeat_dir
 from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, Repeats, RunTimeout, Steps, Targets, Timeout, fwe_command
@@ -224,7 +224,7 @@ def tune(
     summary["artifact"] = os.path.join(out_dir, "summary.json")
     summary["env_file"] = write_env_file(os.path.join(out_dir, "fwe.env"), summary) if summary["recommendation"] else None
     outcome = tune_outcome(summary)
-    settle(summary, outcome)  # summary.json is the --json object
+    record_outcome(summary, outcome)  # summary.json is the --json object
     write_json(summary["artifact"], summary)
     if json_out:  # the object carries it all; stderr keeps warnings and errors
         run.print_json(summary)

@@ -98,7 +98,7 @@ class FineWebLoader:
             self._prefetcher.close(timeout=join_timeout)
         elif self._inline is not None:
             self._inline.close()  # type: ignore[union-attr]
-        self.pipeline.documents.settle(max(0.0, ends - time.perf_counter()))
+        self.pipeline.documents.wait_for_writes(max(0.0, ends - time.perf_counter()))
         if not abandon_encodes and not self.producer_alive:
             self.pipeline.join_workers()
 

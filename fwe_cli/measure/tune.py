@@ -179,9 +179,9 @@ def fit_to_source(plan: TunePlan, config: LoaderConfig, doc_batch_swept: bool,
         return plan, None
     if doc_batch_swept or threads_swept:
         flag = "--doc-batch-grid" if doc_batch_swept else "--threads-grid"
-        raise ConfigError(f"{flag} sweeps how documents are tokenized, and {source.where(config.source)} is read as "
+        raise ConfigError(f"{flag} sweeps how documents are tokenized, and {source.location(config.source)} is read as "
                           "token ids (no tokenizer runs): drop it and sweep --q-grid only")
-    note = (f"{source.where(config.source)} is read as token ids (no tokenizer runs): doc batch and tokenizer "
+    note = (f"{source.location(config.source)} is read as token ids (no tokenizer runs): doc batch and tokenizer "
             f"threads change nothing, so only Q is swept (doc batch stays {config.doc_batch})")
     return replace(plan, doc_batches=(config.doc_batch,)), note
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fwe_cli.cli.exit_codes import (EXIT_FAILED, EXIT_INTERNAL, EXIT_KPI, EXIT_LOADER, EXIT_OK, EXIT_PARTIAL,
-                                    EXIT_TIMEOUT, EXIT_USAGE, exit_code_for, settle)
+                                    EXIT_TIMEOUT, EXIT_USAGE, exit_code_for, record_outcome)
 from fwe_cli.errors import (CheckFailed, InputError, InternalError, KpiMissed, LoaderTimeout, Partial, Regression,
                             RunFailed, SourceError, TrialFailed, VerifyFailed)
 
@@ -39,13 +39,13 @@ def test_failed_runs_exit_with_their_failures_code_when_they_agree(types, code):
         assert exit_code_for(kind("failed", [{"type": name, "message": "m", "stage": None} for name in types])) == code
 
 
-def test_settle_writes_the_outcome_into_the_result_and_keeps_a_recorded_error():
-    """settle sets ok and exit_code, and error from the outcome unless the run recorded its own (with its stage)."""
+def test_record_outcome_writes_the_outcome_into_the_result_and_keeps_a_recorded_error():
+    """record_outcome sets ok and exit_code, and error from the outcome unless the run recorded its own (with its stage)."""
     result = {"error": None}
-    assert settle(result, CheckFailed([])) == EXIT_FAILED
+    assert record_outcome(result, CheckFailed([])) == EXIT_FAILED
     assert result == {"ok": False, "exit_code": EXIT_FAILED,
                       "error": {"type": "CheckFailed", "message": "checks failed: no batch", "stage": None}}
     own = {"error": {"type": "SourceError", "message": "gone", "stage": "reading first document"}}
-    assert settle(own, SourceError("gone")) == EXIT_LOADER and own["error"]["stage"] == "reading first document"
+    assert record_outcome(own, SourceError("gone")) == EXIT_LOADER and own["error"]["stage"] == "reading first document"
     fine: dict = {}
-    assert settle(fine, None) == EXIT_OK and fine == {"ok": True, "exit_code": EXIT_OK, "error": None}
+    assert record_outcome(fine, None) == EXIT_OK and fine == {"ok": True, "exit_code": EXIT_OK, "error": None}

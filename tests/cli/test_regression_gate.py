@@ -203,9 +203,9 @@ def test_measure_regression_and_pass_through_the_command(tmp_path, measure_summa
 def test_measure_gate_functions(tmp_path, measure_summary):
     """open_gate vets a measure baseline up front (other --steps: exit 2 naming plan steps and both values); judge on
     a certain regression (baseline tokens/s x 1000 on every run) records the comparison and gives the Regression that
-    settles the summary at exit 5, and on a certain improvement gives none; a summary that failed by itself keeps its
+    records the summary at exit 5, and on a certain improvement gives none; a summary that failed by itself keeps its
     own code, the comparison kept for information; without a baseline the summary records no comparison."""
-    from fwe_cli.cli.exit_codes import EXIT_LOADER, settle
+    from fwe_cli.cli.exit_codes import EXIT_LOADER, record_outcome
     from fwe_cli.errors import Regression, RunFailed
     from fwe_cli.measure.gate import open_gate
 
@@ -219,7 +219,7 @@ def test_measure_gate_functions(tmp_path, measure_summary):
     current = copy.deepcopy(measure_summary)
     regression = gate.judge(current)
     assert isinstance(regression, Regression) and "tokens_per_s" in str(regression)
-    assert settle(current, regression) == EXIT_KPI
+    assert record_outcome(current, regression) == EXIT_KPI
     assert current["exit_code"] == EXIT_KPI and current["ok"] is False and current["error"]["type"] == "Regression"
     tokens = next(check for check in current["regression"]["checks"] if check["metric"] == "tokens_per_s")
     assert tokens["pass"] is False and tokens["n_baseline"] == tokens["n_current"] == 2
@@ -227,7 +227,7 @@ def test_measure_gate_functions(tmp_path, measure_summary):
     failed = copy.deepcopy(measure_summary)
     own = RunFailed("1 of 4 runs failed; first: SourceError: gone", [{"type": "SourceError"}])
     regression = gate.judge(failed)
-    assert settle(failed, own or regression) == EXIT_LOADER and failed["exit_code"] == EXIT_LOADER
+    assert record_outcome(failed, own or regression) == EXIT_LOADER and failed["exit_code"] == EXIT_LOADER
     assert failed["error"]["type"] == "RunFailed" and failed["regression"]["pass"] is False
     slower = copy.deepcopy(measure_summary)
     for run in slower["runs"]:

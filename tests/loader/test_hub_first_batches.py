@@ -87,7 +87,7 @@ def test_close_returns_within_its_bound_while_a_kept_batches_write_is_stuck(hub_
         assert entered.wait(60), "the first batch's write never reached the head cache"
         threading.Thread(target=lambda: (loader.close(join_timeout=join_s), closed.set()), daemon=True).start()
         assert closed.wait(join_s + margin_s), "close waited for the stuck write"
-        assert not release.is_set() and not source.settle(0.0)  # the write is still blocked
+        assert not release.is_set() and not source.wait_for_writes(0.0)  # the write is still blocked
     finally:
         release.set()
-    assert source.settle(60.0)
+    assert source.wait_for_writes(60.0)

@@ -67,12 +67,12 @@ class Source:
 
     # -- the spec alone ----------------------------------------------------------------------------------------------
     @classmethod
-    def accepts(cls, spec: SourceSpec) -> bool:
+    def reads_spec(cls, spec: SourceSpec) -> bool:
         """Whether this class reads `spec`, by the spec alone."""
         return True
 
     @classmethod
-    def found(cls, spec: SourceSpec, options: ReadOptions) -> "Source | None":
+    def reader_for(cls, spec: SourceSpec, options: ReadOptions) -> "Source | None":
         """This class's reader for `spec` when what is there (on disk) is its to read, else None; the last class of
         a kind takes anything."""
         return cls(spec, options)
@@ -92,7 +92,7 @@ class Source:
         imports what the run needs); the loader's source takes it over. Default: a source that makes none."""
 
     @classmethod
-    def where(cls, spec: SourceSpec) -> str:
+    def location(cls, spec: SourceSpec) -> str:
         """Where the documents come from, in a few words (an error line names it)."""
         return spec.kind
 
@@ -141,17 +141,17 @@ class Source:
     def check_position(self, at: Position | None) -> None:
         """ConfigError unless `at` is a position of this source (a resume state's, decoded)."""
         if at is not None and not isinstance(at, self.position_type or ()):
-            raise ConfigError(f"the resume position {at.to_json()} is not one of {self.where(self.spec)}: resume "
+            raise ConfigError(f"the resume position {at.to_json()} is not one of {self.location(self.spec)}: resume "
                               "over the same source, or start without the state")
 
     def legacy_position(self, values: list) -> Position:
         """A position an fwe before typed positions saved as a plain list of this source's values."""
         if self.position_type is None:
-            raise ConfigError(f"{self.where(self.spec)} has no saved positions to resume from")
+            raise ConfigError(f"{self.location(self.spec)} has no saved positions to resume from")
         try:
             return self.position_type(*values)
         except TypeError:
-            raise ConfigError(f"the resume position {values!r} is not one of {self.where(self.spec)}") from None
+            raise ConfigError(f"the resume position {values!r} is not one of {self.location(self.spec)}") from None
 
     def pretokenized(self) -> ShardTokens | None:
         """A token directory's ShardTokens (eos and vocab from its manifest; no tokenizer is loaded), else None."""
@@ -186,10 +186,10 @@ class Source:
         for child in self.children:
             child.close()
 
-    def settle(self, timeout: float) -> bool:
+    def wait_for_writes(self, timeout: float) -> bool:
         """After `close`: wait at most `timeout` seconds for what the source writes for the next run (the first
         batches it kept); whether nothing is left to write."""
-        return all([child.settle(timeout) for child in self.children])
+        return all([child.wait_for_writes(timeout) for child in self.children])
 
     # -- per-segment figures -----------------------------------------------------------------------------------------
     def on_batch(self, segment: Hashable, step: int, fetch_s: float, emit: Emit) -> dict:
@@ -251,7 +251,7 @@ class Source:
             if old != new:
                 return f"{_show(old)} then, {_show(new)} now"
         if len(current) != len(saved):
-            return f"{len(saved)} files of {self.where(self.spec)} then, {len(now)} now"
+            return f"{len(saved)} files of {self.location(self.spec)} then, {len(now)} now"
         return None
 
     def check_fingerprints(self, saved: dict | None, may_grow: bool = False) -> None:
@@ -275,7 +275,7 @@ class Source:
     def records(self, shard: Shard, start: dict | None = None, all_fields: bool = False,
                 bad: BadRecords | None = None) -> Records:
         """Whole records of the shard, with resumable positions, from `start` (see sources.records)."""
-        raise SourceError(f"{self.where(self.spec)} holds no text records to copy")
+        raise SourceError(f"{self.location(self.spec)} holds no text records to copy")
 
 
 def _show(entry: dict) -> str:

@@ -35,7 +35,7 @@ class LocalPath(Source):
     Options = LocalOptions
 
     @classmethod
-    def where(cls, spec) -> str:
+    def location(cls, spec) -> str:
         return str(spec.options.local_path)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
@@ -82,7 +82,7 @@ class BootstrapDir(LocalFiles):
     """`fwe bootstrap`'s output: a directory of parts with manifest.json, or X.jsonl with X.jsonl.manifest.json."""
 
     @classmethod
-    def found(cls, spec, options) -> "BootstrapDir | None":
+    def reader_for(cls, spec, options) -> "BootstrapDir | None":
         return cls(spec, options) if bootstrap_manifest_path(spec.options.local_path) is not None else None
 
     def describe(self) -> dict:
@@ -101,7 +101,7 @@ class LocalRecords(Records):
     def _open(self) -> None:
         super()._open()
         if self.file > len(self.files):
-            raise SourceError(f"saved position names file #{self.file} but {self.source.where(self.source.spec)} has "
+            raise SourceError(f"saved position names file #{self.file} but {self.source.location(self.source.spec)} has "
                               f"{len(self.files)} files")
 
     def position(self) -> dict:

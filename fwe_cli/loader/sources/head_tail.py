@@ -71,7 +71,7 @@ class HeadTail(Source):
                               f"--source {spec.children[0].kind}")
 
     @classmethod
-    def where(cls, spec) -> str:
+    def location(cls, spec) -> str:
         return f"{spec.children[0].options.local_path} then the Hub"
 
     @classmethod

@@ -115,7 +115,7 @@ class HubDatasets(HubSource):
     position_type = DatasetsRowPosition
 
     @classmethod
-    def accepts(cls, spec) -> bool:
+    def reads_spec(cls, spec) -> bool:
         return spec.options.hub_reader == "datasets"
 
     def __init__(self, spec, options):

@@ -158,7 +158,7 @@ class FirstBatches:
         """{"replayed": batches handed over from the cache, "kept": batches of this run kept for the next}."""
         return {"replayed": len(self._entry["batches"]) if self._entry else 0, "kept": len(self._kept)}
 
-    def more(self) -> None:
+    def consumer_wants_more(self) -> None:
         """The consumer wants more than its first batch, or the loader closes."""
         self._more.set()
 
@@ -201,7 +201,7 @@ class FirstBatches:
             self.usable = self._head.put_entry(self.name, data)
             self._written = batches
 
-    def settle(self, timeout: float) -> bool:
+    def wait_for_writes(self, timeout: float) -> bool:
         """Wait at most `timeout` seconds for the kept batches to be written (the loader closes: the next start may
         read them); True when no write is left. A write still running goes on, on its daemon thread: the next start
         reads it if it ends before this process does, else misses it."""

@@ -29,7 +29,7 @@ class HubNative(HubSource):
     position_type = HubRowPosition
 
     @classmethod
-    def accepts(cls, spec) -> bool:
+    def reads_spec(cls, spec) -> bool:
         return spec.options.hub_reader == "native"
 
     @classmethod
@@ -113,20 +113,20 @@ class HubNative(HubSource):
 
     def read_ahead_now(self) -> None:
         if self._first is not None:
-            self._first.more()
+            self._first.consumer_wants_more()
         if self._reader is not None:
             self._reader.read_ahead_now()
 
     def close(self) -> None:
         if self._first is not None:
-            self._first.more()  # a producer waiting after the kept batches goes on (and ends) at once
+            self._first.consumer_wants_more()  # a producer waiting after the kept batches goes on (and ends) at once
         if self._reader is not None:
             self._reader.close()
 
-    def settle(self, timeout: float) -> bool:
+    def wait_for_writes(self, timeout: float) -> bool:
         """Wait at most `timeout` seconds for this run's kept first batches to be written (the loader closes: the
         next start may read them); True when none is left to write."""
-        return self._first is None or self._first.settle(timeout)
+        return self._first is None or self._first.wait_for_writes(timeout)
 
     def describe(self) -> dict:
         info = dict(super().describe(), files=len(self.files))
@@ -174,7 +174,7 @@ class Listing:
 
         def resolve():
             listing = resolve_listing(o.dataset, o.name, o.split, o.revision, use_cache=use_cache,
-                                      set_stage=self._say, first_file=footer and footer.start)
+                                      set_stage=self._report_stage, first_file=footer and footer.start)
             if footer is not None:
                 footer.keep(listing)
             return listing
@@ -184,7 +184,7 @@ class Listing:
         if not self.warm:  # after the listing's thread starts: its first request need not wait for the GIL
             import_in_background("pyarrow.parquet")
 
-    def _say(self, stage: str) -> None:
+    def _report_stage(self, stage: str) -> None:
         with self._lock:
             self._said = stage
             if self._stage is not None:

@@ -58,7 +58,7 @@ class HubSource(Source):
     uses_hub = True
 
     @classmethod
-    def where(cls, spec) -> str:
+    def location(cls, spec) -> str:
         return spec.options.dataset
 
     def describe(self) -> dict:

@@ -63,13 +63,13 @@ def options_class(kind: str) -> type:
 def source_class(spec: SourceSpec) -> type[Source]:
     """The class a spec is read by, as far as the spec alone says (no disk, no network): what it needs, how it is
     described and whether it shuffles are the same for every class that could read it once opened."""
-    return next(cls for cls in candidates(spec.kind) if cls.accepts(spec))
+    return next(cls for cls in candidates(spec.kind) if cls.reads_spec(spec))
 
 
 def open_source(spec: SourceSpec, options: ReadOptions) -> Source:
     """The object that reads `spec` (its children's objects made by it): the first class of its kind that accepts it
     and finds what is there its own."""
     for cls in candidates(spec.kind):
-        if cls.accepts(spec) and (source := cls.found(spec, options)) is not None:
+        if cls.reads_spec(spec) and (source := cls.reader_for(spec, options)) is not None:
             return source
     raise AssertionError(f"no reader for {spec!r}: the last class of each kind recognises everything it accepts")

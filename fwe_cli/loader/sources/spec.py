@@ -103,9 +103,9 @@ class SourceSpec:
         """Why the tree's stream cannot be shuffled (its first node that cannot say), or None."""
         return next((why for node in self.walk() if (why := source_class(node).shuffle_refusal)), None)
 
-    def where(self) -> str:
+    def location(self) -> str:
         """Where the documents come from, in a few words, for an error line."""
-        return source_class(self).where(self)
+        return source_class(self).location(self)
 
     def to_json(self) -> dict[str, Any]:
         """{"kind", the kind's options by name, "children" (a composite's, as specs)}: the one JSON form."""

@@ -164,9 +164,9 @@ class DocumentStream:
         if self._source is not None:
             self._source.read_ahead_now()
 
-    def settle(self, timeout: float) -> bool:
+    def wait_for_writes(self, timeout: float) -> bool:
         """After `close`: the source's writes for the next run, waited for at most `timeout` seconds."""
-        return self._source is None or self._source.settle(timeout)
+        return self._source is None or self._source.wait_for_writes(timeout)
 
     def close(self) -> None:
         """Stop background reads (the native reader's read-ahead); callable from any thread, more than once."""

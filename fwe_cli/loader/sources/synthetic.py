@@ -135,7 +135,7 @@ class SyntheticSource(Source):
     position_type = SyntheticPosition
 
     @classmethod
-    def where(cls, spec) -> str:
+    def location(cls, spec) -> str:
         return f"the synthetic source (seed {spec.options.seed})"
 
     def documents(self, epoch: int, at: SyntheticPosition | None,

@@ -110,7 +110,7 @@ class TokenDir(LocalPath):
     position_type = TokenPosition
 
     @classmethod
-    def found(cls, spec, options) -> "TokenDir | None":
+    def reader_for(cls, spec, options) -> "TokenDir | None":
         if token_manifest(spec.options.local_path) is not None:
             return cls(spec, options, spec.options.local_path)
         tokens_dir = cls._fresh_tokens(spec, options)
