@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from fwe_cli.loader.config import Shard, check_reading_settings
+from fwe_cli.loader.sources.mix_file import refuse_mix
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
@@ -92,6 +93,8 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
     """Build a BootstrapConfig from flag-style values (None = not given): --gb or a byte count, sizes in MB,
     --local-path implying source 'local', and --file-mb refused for a single-file output. The shard comes from
     --shard-mod/--shard-rem, else from a SLURM array's variables in `env` (default os.environ), else none."""
+    env = os.environ if env is None else env
+    refuse_mix(env, "fwe bootstrap copies one source")
     if (gb is None) == (target_bytes is None):
         raise ConfigError("give the size to stage as --gb (or target_bytes), exactly once")
     target = _size("--gb", gb, GB, "gb") if gb is not None else _size("target bytes", target_bytes, 1, "target_bytes")
@@ -107,7 +110,7 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_origin"] = "flags"
-    elif (slurm := slurm_shard(os.environ if env is None else env)) is not None:
+    elif (slurm := slurm_shard(env)) is not None:
         values["shard"], values["shard_origin"] = slurm, "slurm"
     return BootstrapConfig(
         out=out, target_bytes=target,

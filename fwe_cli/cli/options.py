@@ -28,6 +28,7 @@ def _opt(*names: str, help: str, **kw) -> typer.models.OptionInfo:
 LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
     "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
+    "mix": (Optional[str], _opt("--mix", help="A JSON or TOML file naming several sources with weights (shares of tokens, or of documents); their documents are mixed in that ratio, exactly and deterministically (env NSA_FWE_MIX). See runbooks/mix.md.")),
     "tail": (Optional[str], _opt("--tail", help="hub: with --local-path BOOTSTRAP_DIR (a bootstrap of the Hub), continue from the Hub at the first document it did not copy, same revision: the Hub's stream, its head read from disk (env NSA_FWE_TAIL). Default: none.")),
     "grow": (Optional[bool], _opt("--grow", help="With --tail hub: append the Hub documents read after the bootstrap to it as new parts (crash-safe, under its lock), so the next job starts local for longer (env NSA_FWE_GROW=1).")),
     "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),

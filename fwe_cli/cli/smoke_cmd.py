@@ -19,7 +19,7 @@ from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.spec import SOURCE_FLAGS
+from fwe_cli.loader.sources.mix_file import SOURCE_WORDS as NAMING_WORDS
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -88,7 +88,7 @@ class Watchdog:
 
 # the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
 # seed, a number, says nothing about where): the source's fields, the tokenizer, and whether the Hub caches are used
-SOURCE_WORDS = tuple(name for name in SOURCE_FLAGS if name != "seed") + ("tokenizer", "hub_cache")
+SOURCE_WORDS = tuple(name for name in NAMING_WORDS if name != "seed") + ("tokenizer", "hub_cache")
 
 
 def start_early(words: dict, early: EarlyStart) -> None:

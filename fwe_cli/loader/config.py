@@ -14,7 +14,8 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import LIMITS, check_limit
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.spec import SOURCE_FLAGS, ReadOptions, SourceSpec
+from fwe_cli.loader.sources.mix_file import SOURCE_WORDS, named_source
+from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
 BAD_RECORD_POLICIES = ("skip", "error")
@@ -30,7 +31,9 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
     "NSA_FWE_TAIL": "tail",
     "NSA_FWE_GROW": "grow",
+    "NSA_FWE_MIX": "mix",
 }
+
 
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
 # pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
@@ -69,7 +72,7 @@ class LoaderConfig:
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
     source: SourceSpec = field(default_factory=SourceSpec)
     """Where documents come from: a tree of sources (fwe_cli.loader.sources.spec); resolve_config builds it from the
-    flags that name it (SOURCE_FLAGS)."""
+    flags that name it (sources.mix_file.named_source: one source, or a mix)."""
     hub_cache: bool = True
     """Keep the native Hub reader's file listing and first row groups under the Hugging Face cache and use a cached
     Hub tokenizer.json as is, so a warm start needs at most one request before its first batch; False reads
@@ -218,8 +221,8 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
 
     `shard_mod`/`shard_rem` flags build the Shard; without them a launcher's RANK/WORLD_SIZE (torchrun) or
     SLURM_PROCID/SLURM_NTASKS give it (`rank_from_env`), and `rank` defaults to its rem (shard_from records which).
-    The source comes as the flags that name it (SOURCE_FLAGS: SourceSpec.from_flags). Nothing is read from disk: a token directory's own tokenizer is
-    the default once it is opened (`tokenizer` stays None).
+    The source comes as the settings that name it (SOURCE_WORDS: named_source; a mix file is read). Nothing else is
+    read from disk: a token directory's own tokenizer is the default once it is opened (`tokenizer` stays None).
     `flag_names` maps a setting to the flag the user typed ('seq_len' -> '--seq-len') so a number out of range is
     reported under that name; a variable's is reported under the variable's.
     """
@@ -232,7 +235,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
     for var, name in ENV_VARS.items():
         raw = env.get(var)
         if raw is not None and raw.strip() != "":
-            if name in SOURCE_FLAGS:  # a source's word: its spec checks it
+            if name in SOURCE_WORDS:  # a source's word: its spec checks it
                 source[name] = raw.strip()
             else:
                 values[name] = _parse_env(var, raw, name)
@@ -243,7 +246,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
-    source.update({name: value for name in SOURCE_FLAGS if (value := flags.pop(name, None)) is not None})
+    source.update({name: value for name in SOURCE_WORDS if (value := flags.pop(name, None)) is not None})
     for name, value in flags.items():
         if name not in defaults:
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")
@@ -264,7 +267,7 @@ def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None
     elif (launched := rank_from_env(env)) is not None:
         values["shard_from"], values["shard"] = launched
         values.setdefault("rank", values["shard"].rem)
-    values["source"] = SourceSpec.from_flags(source)
+    values["source"] = named_source(source)
     return LoaderConfig(**values)
 
 

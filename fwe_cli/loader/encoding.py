@@ -17,9 +17,21 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.token_manifest import BACKEND, ShardTokens
 from fwe_cli.loader.tokenization.doc_ends import DocEnds
+
+
+MAX_AUTO_THREADS = 8
+
+
+def effective_threads(config) -> int:
+    """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
+    threads scale with cores, and more threads than cores only add switching (figures: runbooks/throughput.md).
+    Threads only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the
+    child)."""
+    return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
 
 
 class Encoded(NamedTuple):
@@ -78,7 +90,7 @@ class BatchEncoder:
     def __call__(self, docs: list[Document]) -> Encoded:
         t0 = time.perf_counter()
         backend = BACKEND if self.shards else _backend(self.tokenizer)
-        if self.shards or any(d.delivered for d in docs):
+        if self.shards or docs[0].ids is not None or any(d.delivered for d in docs):
             encoded = self._one_by_one(docs, backend)
         elif self._ends is None:
             encoded = Encoded(backend.encode_docs([d.text for d in docs]))
@@ -105,6 +117,13 @@ class BatchEncoder:
         if not self.lengths:
             return Encoded(ids)
         return Encoded(ids, np.array([len(p) for p in parts], np.int64), np.array([d.delivered for d in docs], np.int64))
+
+    def texts_ids(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's ids, without its end-of-text (what a source that counts tokens keeps on its documents)."""
+        self._ends = self._ends or DocEnds(self.tokenizer)
+        ids, lengths = self._ends.encode(_backend(self.tokenizer), texts)
+        ends = np.cumsum(lengths)
+        return [ids[end - length:end - 1] for end, length in zip(ends.tolist(), lengths.tolist())]
 
     def chunk(self, ids: np.ndarray, lengths: np.ndarray) -> Encoded:
         """A token directory's chunk read in order (ids(doc) + [eos] per document of `lengths`) in this layout."""

@@ -274,24 +274,26 @@ class FineWebLoader:
         self._start(config, position, files, plan)
 
     # -- stats -------------------------------------------------------------------------------------
+
     def stats(self) -> dict:
         """Counters and latencies so far (JSON-able)."""
         p = self.pipeline
         tok = p.tokenizer
         fetch = self.fetch_s.percentiles_ms()
+        tokenize_s, by_backend = p.encoded()
         return {
             "steps": self._steps,
             "first_batch_s": self.first_batch_s,
             "fetch_p50_ms": fetch["p50"], "fetch_p95_ms": fetch["p95"], "fetch_p99_ms": fetch["p99"],
             "fetch_max_ms": fetch["max"],
             "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
-            "tokenize_s": round(p.tokenize_s, 6), "tokenizer_threads": p.threads, "cropped": p.cropped(),
+            "tokenize_s": round(tokenize_s, 6), "tokenizer_threads": p.threads, "cropped": p.cropped(),
             "stage": p.stage,
-            "tokenizer": None if tok is None else dict(described(tok), docs_by_backend=dict(p.docs_by_backend)),
+            "tokenizer": None if tok is None else dict(described(tok), docs_by_backend=by_backend),
             "source": p.documents.describe(),
             "warmup": self.warmup_report,
             "fallback": self.fallback,
-            "parts": p.documents.opened.figures() if p.documents.opened is not None else None,
+            **p.documents.figures(p.docs, p.tokens),
             "producer_alive": self.producer_alive,
             **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (loader.stages)
         }

@@ -16,10 +16,9 @@ from typing import Callable, Hashable, Iterator
 
 import numpy as np
 
-from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
-from fwe_cli.loader.encoding import BatchEncoder, Encoded
+from fwe_cli.loader.encoding import BatchEncoder, Encoded, effective_threads
 from fwe_cli.loader.doc_batches import doc_batches
 from fwe_cli.loader.in_background import InBackground, torch_converter
 from fwe_cli.loader.in_order import in_order
@@ -30,21 +29,12 @@ from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_manifest import ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
-MAX_AUTO_THREADS = 8
 # The tiktoken proof costs CPU on a thread beside the producer: a long run wins it back many
 # times over, a short one (a smoke of a few batches) would only pay it at its exit. It starts once this many
 # documents have been read (a training run gets there at once).
 UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
 CHUNK_TOKENS = 1 << 20  # a token directory read in order: tokens per chunk once past the first batch
-
-
-def effective_threads(config: LoaderConfig) -> int:
-    """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
-    threads scale with cores, and more threads than cores only add switching (figures: runbooks/throughput.md).
-    Threads only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the
-    child)."""
-    return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
 
 
 class Pipeline:
@@ -94,13 +84,15 @@ class Pipeline:
         if name not in self.marks:
             self.marks[name] = time.perf_counter()
 
-    def _encode(self, docs: list[Document]) -> Encoded:
-        """A document batch's tokens in the stream's layout (an encoder made for the tokenizer once it is known)."""
+    def _encoder(self) -> BatchEncoder:
+        """The encoder of the stream's layout for the tokenizer (made once it is known)."""
         with self._lock:
             if self.encoder is None or self.encoder.tokenizer is not self.tokenizer:
                 self.encoder = BatchEncoder(self.tokenizer, self.config.bos, self._packer.wants_lengths)
-            encoder = self.encoder
-        return encoder(docs)
+            return self.encoder
+
+    def _encode(self, docs: list[Document]) -> Encoded:
+        return self._encoder()(docs)
 
     def _stream_tokens(self, doc: Document) -> int:
         """How many tokens `doc` puts in this rank's stream: its ids and end-of-text, less those delivered before."""
@@ -109,19 +101,22 @@ class Pipeline:
         tokenizer = self.tokenizer
         return len(getattr(tokenizer, "current", lambda: tokenizer)().encode_docs([doc.text])) - doc.delivered
 
+    def _texts_encoder(self):
+        """For a source that counts tokens (a mixture): the function encoding texts to ids, once the tokenizer is
+        loaded (on the producer thread, which waits for it now)."""
+        if self.tokenizer is None:
+            self._await_tokenizer()
+        return self._encoder().texts_ids
+
     def cropped(self) -> dict | None:
         """With align_rows: the tokens and documents cropped at the rows' ends (None without)."""
         packer = self._packer
         return {"tokens": packer.cropped_tokens, "documents": packer.cropped_documents} if packer.align_rows else None
 
-    @property
-    def tokenize_s(self) -> float:
-        return self.encoder.tokenize_s if self.encoder is not None else 0.0
-
-    @property
-    def docs_by_backend(self) -> dict[str, int]:
-        """Documents each tokenizer backend encoded for this pipeline."""
-        return dict(self.encoder.docs_by_backend) if self.encoder is not None else {}
+    def encoded(self) -> tuple[float, dict[str, int]]:
+        """(seconds spent encoding, documents each tokenizer backend encoded) for this pipeline."""
+        encoder = self.encoder
+        return (encoder.tokenize_s, dict(encoder.docs_by_backend)) if encoder is not None else (0.0, {})
 
     def _count_read(self, docs: int) -> None:
         """`docs` more documents read: counted, and a progress line every report_docs."""
@@ -230,6 +225,7 @@ class Pipeline:
         bind(self.clock)  # a source's own `stages.note` on this thread reaches this producer's clock
         self.stage = "opening source"
         self.documents.prepare()
+        self.documents.source.bind_encoder(self._texts_encoder, self.threads)
         shards = self.documents.pretokenized()  # a token directory: eos and vocab from its manifest, no tokenizer
         # a fresh stream may begin with the batches an earlier run kept (sources/hub_first_batches): no tokenizer
         kept = None if shards is not None else self.documents.first_batches(self.documents.tokenizer())

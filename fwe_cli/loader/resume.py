@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import orjson
+
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan, replan
@@ -82,7 +84,7 @@ def check_state(state: object, config: LoaderConfig) -> tuple[LoaderConfig, dict
         if saved.get(key) != now.get(key):
             raise ConfigError(f"resume state was saved with {key}={saved.get(key)!r}, this loader has "
                               f"{key}={now.get(key)!r}: resume with the same setting, or start without the state")
-    _same_tree(saved_source, static.pinned_tree(), "source")
+    _same_tree(saved_source, orjson.loads(orjson.dumps(static.pinned_tree())), "source")  # as JSON holds it
     position = state.get("position")
     if position is not None:
         position = _position(position, state.get("legacy_positions", False))
@@ -140,6 +142,9 @@ def check_states(states: list | dict, config: LoaderConfig) -> tuple[LoaderConfi
         return config, position, files, ElasticPlan.from_dict(saved) if saved else None
     if not states:
         raise ConfigError("an empty list of resume states: give every rank's state of one world, once")
+    if config.source.any("orders_children"):
+        raise ConfigError(f"the states of a mix resume at the world size they were saved at ({len(states)} ranks): "
+                          "resume them with as many ranks")
     checked = []
     for state in states:
         matching = state.get("matching") if isinstance(state, dict) else None

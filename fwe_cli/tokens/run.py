@@ -29,6 +29,7 @@ from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SettingErro
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.sources.mix_file import refuse_mix
 from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
 from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
@@ -85,6 +86,7 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
     split is --task/--tasks, else the launcher's variables in `env` (default os.environ): a SLURM array's
     task, else torchrun's RANK/WORLD_SIZE (whose tasks on one node, LOCAL_WORLD_SIZE, share its cores)."""
     env = os.environ if env is None else env
+    refuse_mix(env, "fwe tokenize writes the token shards of one source")
     split = resolve_split(task, tasks, env)
     if threads is None:
         threads = task_threads(split, env, usable_cores())

@@ -101,8 +101,8 @@ def pull(n: int | None = None, tail_after_head: int | None = None, **settings) -
         for batch in loader:
             batches.append(batch.copy())
             if tail_after_head is not None:
-                figures = loader.pipeline.documents.opened.figures() or {}
-                last_head = figures.get("head_batches")  # the head's batches come first: steps 1..head_batches
+                parts = loader.pipeline.documents.opened.figures().get("parts") or {}
+                last_head = parts.get("head_batches")  # the head's batches come first: steps 1..head_batches
                 if last_head and len(batches) - last_head >= tail_after_head:
                     break
             elif len(batches) == n:

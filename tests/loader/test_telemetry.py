@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from fwe_cli.loader import FineWebLoader, SourceError, resolve_config
-from fwe_cli.loader.pipeline import effective_threads
+from fwe_cli.loader.encoding import effective_threads
 from fwe_cli.loader.telemetry import ROLLING_WINDOW
 from fwe_cli.loader.prefetch import KEEP_PRODUCED
 from fwe_cli.loader.quantiles import MAX_BUCKETS

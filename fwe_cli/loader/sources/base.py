@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Hashable, Iterator
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.fingerprint import files_changed
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import NoOptions
@@ -60,6 +61,9 @@ class Source:
     grows: ClassVar[bool] = False
     """Files may be added to it after its own (a bootstrap grown with --grow) without moving any position: a resume
     state saved over fewer of them still holds."""
+    orders_children: ClassVar[bool] = False
+    """It orders, shuffles and shards each of its children itself (`ordered`) instead of being ordered as one
+    stream (a mixture: each rank mixes its own documents of each child)."""
     copies_whole_files: ClassVar[bool] = False
     """`fwe bootstrap` downloads its files and converts them (the native Hub reader) instead of reading `records`."""
     heavy_imports: ClassVar[tuple[str, ...]] = ()
@@ -138,6 +142,18 @@ class Source:
         epoch's start): every shard's documents, in the epoch's file `order`."""
         raise NotImplementedError
 
+    def ordered(self, order, start: dict | None) -> Iterator[Document]:
+        """For a source that `orders_children`: the rank's documents by `order` (sources.order.StreamOrder), from
+        `start` (a document's `resume`, its `at` one of this source's positions), each with its `resume` set."""
+        raise NotImplementedError
+
+    def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:
+        """For a source that counts its documents' tokens (a mixture by tokens): `make()` gives the function that
+        encodes texts to their ids with the loader's tokenizer (waiting for it to load), to run on up to `threads`
+        threads. Default: passed on to the children."""
+        for child in self.children:
+            child.bind_encoder(make, threads)
+
     def check_position(self, at: Position | None) -> None:
         """ConfigError unless `at` is a position of this source (a resume state's, decoded)."""
         if at is not None and not isinstance(at, self.position_type or ()):
@@ -198,9 +214,11 @@ class Source:
         heartbeat events; returns fields for that step's fineweb_fetch line."""
         return {}
 
-    def figures(self) -> dict | None:
-        """Per-segment figures for `stats()["parts"]` (batches of each segment, where one began); None for one."""
-        return None
+    def figures(self) -> dict:
+        """What the stats add for this source's parts (a composite's), by key: {"parts": batches of each segment and
+        where one began} (a bootstrap then the Hub), {"sources": each child's weight and share} (a mixture); none for
+        a source of one part."""
+        return {}
 
     # -- identity --------------------------------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -238,21 +256,7 @@ class Source:
         """How this node's files differ from those `saved` (a `fingerprint()` taken earlier) describes, in a few words
         naming the first that differs; None when they are the same. `may_grow`: files added after them are fine (a
         bootstrap grown since, read in stream order)."""
-        now = self.fingerprint()
-        if saved is None or now is None:
-            return None
-        keys = set().union(*saved) if saved else set()
-        if keys == {"path"}:  # a resume state of fwe <= 0.1 recorded paths only
-            now = [{"path": path} for path in self.files]
-        else:
-            now = [{k: entry.get(k) for k in keys} for entry in now]
-        current = now[:len(saved)] if may_grow else now
-        for old, new in zip(saved, current):
-            if old != new:
-                return f"{_show(old)} then, {_show(new)} now"
-        if len(current) != len(saved):
-            return f"{len(saved)} files of {self.location(self.spec)} then, {len(now)} now"
-        return None
+        return files_changed(saved, self.fingerprint(), self.files, self.location(self.spec), may_grow)
 
     def check_fingerprints(self, saved: dict | None, may_grow: bool = False) -> None:
         """ConfigError (one line, naming the first file that differs) unless every node's files are those a resume
@@ -277,9 +281,3 @@ class Source:
         """Whole records of the shard, with resumable positions, from `start` (see sources.records)."""
         raise SourceError(f"{self.location(self.spec)} holds no text records to copy")
 
-
-def _show(entry: dict) -> str:
-    """A fingerprint entry in a few words: its name, then what was recorded of it."""
-    name = entry.get("path") or entry.get("name")
-    rest = ", ".join(f"{k} {v}" for k, v in entry.items() if k not in ("path", "name"))
-    return f"{name} ({rest})" if rest else str(name)

@@ -247,11 +247,12 @@ class HeadTail(Source):
             emit("fineweb_tail_started", step=step, dt_fetch_s=round(fetch_s, 6), head_documents=self.head_docs)
         return {"part": segment}
 
-    def figures(self) -> dict | None:
-        """{head_batches, tail_batches, boundary} (None before the first batch)."""
+    def figures(self) -> dict:
+        """{"parts": {head_batches, tail_batches, boundary}} (none before the first batch)."""
         if not any(self._batches.values()):
-            return None
-        return {"head_batches": self._batches[HEAD], "tail_batches": self._batches[TAIL], "boundary": self._boundary}
+            return {}
+        return {"parts": {"head_batches": self._batches[HEAD], "tail_batches": self._batches[TAIL],
+                          "boundary": self._boundary}}
 
     # -- identity --------------------------------------------------------------------------------------------------
     def describe(self) -> dict:

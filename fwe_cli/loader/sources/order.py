@@ -18,6 +18,7 @@ it is read.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from itertools import islice
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -28,6 +29,20 @@ from fwe_cli.loader.sources.position import Position, decode, encode
 
 T = TypeVar("T")
 Opener = Callable[[int, "Position | None"], Iterator[tuple[Document, "Position"]]]
+
+
+@dataclass(frozen=True)
+class StreamOrder:
+    """How a rank's stream is ordered (what `ordered` takes besides the source): for a source that orders its
+    children itself (a mixture), each child by the same settings."""
+
+    shard: Shard
+    epochs: int
+    seed: int | None
+    window: int
+    files: Callable[[list, int], list]
+    """The files of an epoch in its order: (files, epoch) -> files."""
+    plan: ElasticPlan | None = None
 
 
 def permuted(items: Sequence[T], *key: object) -> list[T]:

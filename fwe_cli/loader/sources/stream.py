@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
-from fwe_cli.loader.sources.order import ordered, permuted
+from fwe_cli.loader.sources.order import StreamOrder, ordered, permuted
 from fwe_cli.loader.sources.registry import open_source
 
 if TYPE_CHECKING:
@@ -76,7 +76,12 @@ class DocumentStream:
         start = self.start
         if start and start.get("at") is not None:  # typed and checked as the source opens, before the first read
             start = dict(start, at=self._typed(self._open(), start["at"]))
-        for doc in ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, start, self.plan):
+        if self.source.orders_children:  # a mixture: each child ordered and sharded on its own, then mixed
+            order = StreamOrder(c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self._epoch_order, self.plan)
+            docs = self._open().ordered(order, start)
+        else:
+            docs = ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, start, self.plan)
+        for doc in docs:
             self._mark("first_document")
             yield doc
 
@@ -163,6 +168,14 @@ class DocumentStream:
         """The consumer has taken its first batch and wants more: background reads may run ahead now."""
         if self._source is not None:
             self._source.read_ahead_now()
+
+    def figures(self, docs: int, tokens: int) -> dict:
+        """What the stats say of the source's parts: "parts" (a source of several segments, or None) and "sources"
+        (what came from each source: its weight, documents and tokens; for a single source, one entry of the
+        `docs` and `tokens` the pipeline read)."""
+        figures = self._source.figures() if self._source is not None else {}
+        single = [{"source": self.config.source.location(), "weight": 1.0, "documents": docs, "tokens": tokens}]
+        return {"parts": figures.get("parts"), "sources": figures.get("sources") or single}
 
     def wait_for_writes(self, timeout: float) -> bool:
         """After `close`: the source's writes for the next run, waited for at most `timeout` seconds."""

@@ -1,0 +1,120 @@
+"""A mix file (`--mix FILE`, NSA_FWE_MIX): JSON or TOML naming the sources of a mixture with their weights.
+
+    {"by": "tokens", "sources": [{"weight": 0.7, "source": "hub", "name": "sample-10BT"},
+                                 {"weight": 0.3, "local_path": "/data/mine.jsonl", "stop": "cycle"}]}
+
+Each entry takes the keys of the single-source flags (`local_path` or `local-path` for --local-path, `where`, ...),
+its `weight` (a share of tokens, or of documents with "by": "documents") and its `stop` ('first_exhausted', the
+default, or 'cycle'). `mixture_spec` turns it into the mixture's SourceSpec, every mistake one ConfigError line
+naming the file and what is wrong; `named_source` is the source the settings name: one source's flags, or a mix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fwe_cli.errors import ConfigError, SettingError
+from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
+
+SOURCE_WORDS = (*SOURCE_FLAGS, "mix")
+"""The settings that name the source: one source's flags, or a mix file naming several (--mix)."""
+WHOLE_STREAM = ("where",)
+"""Source flags that, beside a mix, apply to each of its sources (where the mix file does not set them)."""
+TOP_KEYS = ("by", "sources", "stop")
+ENTRY_KEYS = ("weight", "stop")
+
+
+def named_source(given: dict[str, Any]) -> SourceSpec:
+    """The source the settings name (SOURCE_WORDS, those given): one source's, from its flags, or a mixture's from
+    its file (--mix), the whole-stream flags applied to each of its sources."""
+    given = dict(given)
+    mix = given.pop("mix", None)
+    if mix is None:
+        return SourceSpec.from_flags(given)
+    single = sorted(name for name in given if name not in WHOLE_STREAM)
+    if single:
+        raise SettingError(lambda n: f"{n('mix')} names its sources itself: give {n(single[0])} in the mix file, "
+                                     "not beside it")
+    return mixture_spec(str(mix), defaults={name: given[name] for name in WHOLE_STREAM if name in given})
+
+
+def refuse_mix(env, what: str) -> None:
+    """ConfigError for a command that reads one source (`what` it does) run with NSA_FWE_MIX set."""
+    if env.get("NSA_FWE_MIX", "").strip():
+        raise ConfigError(f"{what}; NSA_FWE_MIX={env['NSA_FWE_MIX']!r} names a mix: unset it, and run it for each of "
+                          "the mix's sources")
+
+
+def read_mix(path: str) -> dict:
+    """The file's content (JSON, or TOML by its .toml suffix); ConfigError naming it when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"--mix {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if path.endswith(".toml"):
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib
+            return tomllib.loads(raw.decode("utf-8"))
+        import orjson
+
+        return orjson.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "TOML" if path.endswith(".toml") else "JSON"
+        raise ConfigError(f"--mix {path} is not {kind} ({str(exc).splitlines()[0]})") from None
+
+
+def mixture_spec(path: str, wrap: Callable[[SourceSpec], SourceSpec] = lambda spec: spec,
+                 defaults: dict[str, Any] | None = None) -> SourceSpec:
+    """The mixture `path` describes: each entry a leaf spec (its keys over `defaults`, the flags given for the whole
+    stream, e.g. where), passed through `wrap` (what the flags put around each source, e.g. a held-out split)."""
+    data = read_mix(path)
+    where = f"--mix {path}"
+    if not isinstance(data, dict) or not isinstance(data.get("sources"), list) or not data["sources"]:
+        raise ConfigError(f"{where} must hold an object with a non-empty list \"sources\"")
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"{where} has unknown key {unknown[0]!r} (it takes {', '.join(TOP_KEYS)})")
+    children, weights, stops = [], [], []
+    for i, entry in enumerate(data["sources"], start=1):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: source #{i} must be an object, got {entry!r}")
+        keys = {str(k).replace("-", "_"): v for k, v in entry.items()}
+        bad = sorted(set(keys) - set(SOURCE_FLAGS) - set(ENTRY_KEYS) - {"tail"})
+        if bad:
+            raise ConfigError(f"{where}: source #{i} has unknown key {bad[0]!r} (it takes {', '.join(ENTRY_KEYS)} and "
+                              f"the source flags: {', '.join(k for k in SOURCE_FLAGS if k != 'tail')})")
+        if "weight" not in keys:
+            raise ConfigError(f"{where}: source #{i} has no \"weight\"")
+        weights.append(keys.pop("weight"))
+        stops.append(keys.pop("stop", data.get("stop", "first_exhausted")))
+        flags = {**(defaults or {}), **keys}
+        try:
+            children.append(wrap(_leaf(flags)))
+        except SettingError as exc:
+            raise ConfigError(f"{where}: source #{i}: {exc.naming(lambda field: field)}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: source #{i}: {exc}") from None
+    try:
+        return SourceSpec.of("mixture", *children, by=data.get("by", "tokens"), weights=weights, stops=stops)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _leaf(flags: dict[str, Any]) -> SourceSpec:
+    """The source an entry names; a key its kind does not read is a mistake here (a file says what it means)."""
+    import dataclasses
+
+    from fwe_cli.loader.sources.registry import LEAF_KINDS, options_class
+
+    kind = flags.get("source") or ("local" if flags.get("local_path") else "hub")
+    if kind in LEAF_KINDS:
+        takes = {f.name for f in dataclasses.fields(options_class(kind))} | {"source", "tail"}
+        stray = sorted(k for k, v in flags.items() if k not in takes and v is not None)
+        if stray:
+            raise ConfigError(f"{stray[0]!r} is not an option of a {kind} source")
+    return SourceSpec.from_flags(flags)
+

@@ -1,0 +1,212 @@
+"""A weighted mixture of sources: a composite whose stream takes each next document from one of its children, chosen
+arithmetically (no random generator to replay): the child whose share so far lies furthest below its weight.
+
+Shares are of tokens (`by` tokens, the default: exact to each document's token count, so the mixture encodes its
+children's documents itself, once, and hands them on as ids) or of documents (`by` documents). Each child is ordered,
+shuffled and sharded by the rank's settings on its own (sources.order), so each rank mixes its own documents at the
+same ratio, and the choice depends only on what came before: the same order on any Q, doc batch, threads, backend
+and resume. A child that ends either ends the mixture (`first_exhausted`) or starts over in its next epoch (`cycle`).
+
+Its position (`MixturePosition`) holds, for each child, the cursor of the last document taken from it and what the
+shares count so far; a stream opened at it takes the next document exactly as the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from fwe_cli.errors import ConfigError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.in_order import in_order
+from fwe_cli.loader.sources.base import Emit, Source
+from fwe_cli.loader.sources.order import StreamOrder, ordered
+from fwe_cli.loader.sources.position import Position
+
+BY = ("tokens", "documents")
+STOPS = ("first_exhausted", "cycle")
+ENCODE_CHUNK = 64  # documents of one child encoded in one call (by tokens)
+MIX_EVENT_STEPS = 100  # a fineweb_mix heartbeat line every this many batches
+
+
+@dataclass(frozen=True)
+class MixtureOptions:
+    by: str = "tokens"
+    """What the weights are shares of: 'tokens' or 'documents'."""
+    weights: tuple = ()
+    """Each child's weight (numbers >= 0, not all zero; normalized to shares)."""
+    stops: tuple = ()
+    """Each child's policy when it ends: 'first_exhausted' (the mixture ends) or 'cycle' (it starts over)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", tuple(self.weights))
+        object.__setattr__(self, "stops", tuple(self.stops))
+        if self.by not in BY:
+            raise ConfigError(f"a mix's \"by\" must be one of {', '.join(BY)}, got {self.by!r}")
+        for i, weight in enumerate(self.weights):
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
+                    or weight < 0:
+                raise ConfigError(f"the weight of mix source #{i + 1} must be a number >= 0, got {weight!r}")
+        if self.weights and not any(self.weights):
+            raise ConfigError(f"a mix needs a weight above 0, got all zero ({list(self.weights)})")
+        for i, stop in enumerate(self.stops):
+            if stop not in STOPS:
+                raise ConfigError(f"the \"stop\" of mix source #{i + 1} must be one of {', '.join(STOPS)}, "
+                                  f"got {stop!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCursor(Position, name="cursor"):
+    """A document of an ordered stream (sources.order's `resume`): its epoch, window's first index, the source's
+    position before the window, its place in the permuted window."""
+
+    epoch: int
+    index: int
+    at: Position | None
+    k: int
+
+    def resume(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index, "at": self.at, "k": self.k}
+
+
+@dataclass(frozen=True, slots=True)
+class MixturePosition(Position, name="mixture"):
+    """For each child: the cursor of the last document taken from it (None before its first), and its share so far
+    (tokens or documents)."""
+
+    cursors: tuple
+    counts: tuple
+
+
+class _Child:
+    """One child's ordered stream, its documents encoded ahead in chunks when the mixture counts tokens."""
+
+    def __init__(self, source: Source, order: StreamOrder, cursor: StreamCursor | None, cycle: bool,
+                 encode: Callable[[list[Document]], list[Document]] | None, pool: ThreadPoolExecutor | None,
+                 threads: int):
+        start = cursor.resume() if cursor is not None else None
+        docs = ordered(lambda epoch, at: source.documents(epoch, at, order.files), order.shard,
+                       1 << 62 if cycle else order.epochs, order.seed, order.window, start, order.plan)
+        if cursor is not None:
+            next(docs, None)  # the cursor's document was taken before
+        self.docs = docs if encode is None else self._encoded(docs, encode, pool, threads)
+
+    @staticmethod
+    def _encoded(docs: Iterator[Document], encode, pool, threads) -> Iterator[Document]:
+        def chunks():
+            while chunk := [doc for _, doc in zip(range(ENCODE_CHUNK), docs)]:
+                yield chunk, None
+
+        for encoded, _ in in_order(pool, threads, encode, chunks()):
+            yield from encoded
+
+
+class Mixture(Source):
+    """The children's documents, one at a time from the child furthest below its share (see the module docstring)."""
+
+    Options = MixtureOptions
+    children_allowed = (1, None)
+    position_type = MixturePosition
+    orders_children = True
+
+    @classmethod
+    def check_spec(cls, spec) -> None:
+        super().check_spec(spec)
+        o, n = spec.options, len(spec.children)
+        if len(o.weights) != n or len(o.stops) != n:
+            raise ConfigError(f"a mix of {n} sources needs {n} weights and stops, got {len(o.weights)} and "
+                              f"{len(o.stops)}")
+
+    @classmethod
+    def location(cls, spec) -> str:
+        return "a mix of " + ", ".join(child.location() for child in spec.children)
+
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        total = sum(spec.options.weights)
+        self.shares = [w / total for w in spec.options.weights]
+        self.counts = [0] * len(self.children)
+        self.documents_taken = [0] * len(self.children)
+        self.tokens_taken = [0] * len(self.children)
+        self._tokenizer: Callable[[], Callable] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:
+        """`make()` gives the function encoding texts to their ids (the loader's tokenizer, once it is loaded):
+        shares of tokens count each document's own."""
+        self._tokenizer, self._threads = make, threads
+
+    def ordered(self, order: StreamOrder, start: dict | None) -> Iterator[Document]:
+        at: MixturePosition | None = start["at"] if start else None
+        index = int(start["index"]) if start else 0
+        cursors = list(at.cursors) if at else [None] * len(self.children)
+        self.counts = list(at.counts) if at else [0] * len(self.children)
+        encode = self._encoder() if self.spec.options.by == "tokens" else None
+        streams = [_Child(child, order, cursors[i], stop == "cycle", encode, self._pool, self._threads)
+                   for i, (child, stop) in enumerate(zip(self.children, self.spec.options.stops))]
+        while (c := self._next_child()) is not None:
+            doc = next(streams[c].docs, None)
+            if doc is None:
+                if self.spec.options.stops[c] == "first_exhausted":
+                    return
+                raise ConfigError(f"mix source #{c + 1} ({self.children[c].location(self.children[c].spec)}) has no "
+                                  "document to cycle through")
+            before = MixturePosition(tuple(cursors), tuple(self.counts))
+            cursors[c] = StreamCursor(**doc.resume)
+            tokens = len(doc.ids) + 1 - doc.delivered if doc.ids is not None else None
+            self.counts[c] += tokens if self.spec.options.by == "tokens" else 1
+            self.documents_taken[c] += 1
+            self.tokens_taken[c] += tokens or 0
+            doc.resume = {"epoch": 0, "index": index, "at": before, "k": 0}
+            index += 1
+            yield doc
+
+    def _next_child(self) -> int | None:
+        """The child whose count lies furthest below its share (the first of equals); None when no weight is set."""
+        best, best_key = None, None
+        for i, share in enumerate(self.shares):
+            if share > 0:
+                key = self.counts[i] / share
+                if best_key is None or key < best_key:
+                    best, best_key = i, key
+        return best
+
+    def _encoder(self) -> Callable[[list[Document]], list[Document]]:
+        """Encode a chunk of documents, keeping each one's ids (what the pipeline then uses instead of its text)."""
+        if self._tokenizer is None:
+            raise ConfigError("a mix by tokens needs the loader's tokenizer to count them (bind_encoder)")
+        texts_ids = self._tokenizer()
+        self._pool = self._pool or ThreadPoolExecutor(self._threads, thread_name_prefix="fwe-mix-tokenize")
+
+        def encode(docs: list[Document]) -> list[Document]:
+            missing = [d for d in docs if d.ids is None]
+            for doc, ids in zip(missing, texts_ids([d.text for d in missing]) if missing else ()):
+                doc.ids = ids
+            return docs
+
+        return encode
+
+    def close(self) -> None:
+        super().close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- what the mix realized ---------------------------------------------------------------------------------------
+    def realized(self) -> list[dict]:
+        """Each child's weight and what was taken from it: {source, weight, documents, tokens}."""
+        return [{"source": child.location(child.spec), "weight": round(share, 6), "documents": docs,
+                 "tokens": tokens} for child, share, docs, tokens in
+                zip(self.children, self.shares, self.documents_taken, self.tokens_taken)]
+
+    def figures(self) -> dict | None:
+        return {"sources": self.realized()}
+
+    def on_batch(self, segment, step: int, fetch_s: float, emit: Emit) -> dict:
+        if step % MIX_EVENT_STEPS == 0:
+            emit("fineweb_mix", step=step, sources=self.realized())
+        return {}
+
+    def describe(self) -> dict:
+        return dict(super().describe(), sources=self.realized())

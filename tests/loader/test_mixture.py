@@ -1,0 +1,155 @@
+"""A weighted mixture of sources (--mix): the realized token share holds its weight over every window, the batches
+do not depend on Q or doc batch, a state resumes exactly, and every bad mix file is one line and exit 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from fwe_cli.errors import ConfigError
+from fwe_cli.loader import FineWebLoader, resolve_config
+from fwe_cli.loader.sources.synthetic import synthetic_record
+from tests.helpers import invoke, write_jsonl
+from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
+
+MARK = "\u00e9"  # the local documents' only character: its two UTF-8 bytes tell its tokens from the Hub's ASCII
+BYTES = (0xC3, 0xA9)
+SHAPE = dict(tokenizer="byte", seq_len=1024, batch_size=8)
+
+
+@pytest.fixture
+def marked_jsonl(tmp_path):
+    """Local documents as long as synthetic ones (log-normal, a long tail), each made of MARK only."""
+    return write_jsonl(tmp_path / "mine.jsonl", [{"id": f"mine-{i}", "text": MARK * (len(r["text"]) // 2)}
+                                                  for i, r in enumerate(synthetic_record(5, i) for i in range(400))])
+
+
+def mix_file(tmp_path, *entries, **top) -> str:
+    path = tmp_path / "mix.json"
+    path.write_bytes(orjson.dumps({**top, "sources": list(entries)}))
+    return str(path)
+
+
+def hub_entry(weight, **extra):
+    return {"weight": weight, "source": "hub", "dataset": DATASET_REPO, "name": CONFIG_NAME, **extra}
+
+
+def test_a_token_mix_holds_its_share_over_every_window_of_1000_batches(hub_env, marked_jsonl, tmp_path):
+    """0.7 of the test Hub and 0.3 of a local JSONL, by tokens, 8x1024 batches: the local share of the tokens in
+    every window of 1,000 consecutive batches (sliding by 10) is 0.3 within 0.5 points; the stats say the same."""
+    path = mix_file(tmp_path, hub_entry(0.7, stop="cycle"),
+                    {"weight": 0.3, "local_path": str(marked_jsonl), "stop": "cycle"})
+    local = []
+    with FineWebLoader(resolve_config(env={}, mix=path, **SHAPE)) as loader:
+        for _ in range(1300):
+            batch = loader.next_batch()
+            local.append(int(np.isin(batch, BYTES).sum()))
+        sources = loader.stats()["sources"]
+    local = np.cumsum([0] + local)
+    window = 1000 * 8 * 1024
+    shares = [(local[a + 1000] - local[a]) / window for a in range(0, len(local) - 1000, 10)]
+    assert max(abs(share - 0.3) for share in shares) < 0.005, (min(shares), max(shares))
+    assert [s["weight"] for s in sources] == [0.7, 0.3]
+    assert abs(sources[1]["tokens"] / sum(s["tokens"] for s in sources) - 0.3) < 0.005
+
+
+@pytest.mark.parametrize("by", ["tokens", "documents"])
+def test_the_mix_does_not_depend_on_queue_depth_or_doc_batch(marked_jsonl, tmp_path, by):
+    """The same 40 batches for Q 2 and 16, doc batch 1 and 64, tokenizer threads 1 and 2 (no random generator, no
+    timing: the next document's source is computed from what came before)."""
+    path = mix_file(tmp_path, {"weight": 2, "source": "synthetic", "seed": 1},
+                    {"weight": 1, "local_path": str(marked_jsonl), "stop": "cycle"}, by=by)
+    runs = []
+    for knobs in (dict(queue_depth=2, doc_batch=1, tokenizer_threads=1), dict(queue_depth=16, doc_batch=64,
+                                                                            tokenizer_threads=2)):
+        with FineWebLoader(resolve_config(env={}, mix=path, **SHAPE, **knobs)) as loader:
+            runs.append([loader.next_batch().copy() for _ in range(40)])
+    assert all(np.array_equal(a, b) for a, b in zip(*runs, strict=True))
+
+
+def test_a_state_saved_at_any_point_resumes_the_mix_exactly(marked_jsonl, tmp_path):
+    """States saved after 1, 4, 9, 17 and 30 batches each resume with the uninterrupted run's next batches, byte for
+    byte, under other Q and doc batch."""
+    path = mix_file(tmp_path, {"weight": 0.5, "source": "synthetic", "seed": 1},
+                    {"weight": 0.25, "source": "synthetic", "seed": 2, "stop": "cycle"},
+                    {"weight": 0.25, "local_path": str(marked_jsonl), "stop": "cycle"})
+    config = resolve_config(env={}, mix=path, **SHAPE)
+    with FineWebLoader(config) as loader:
+        whole = [loader.next_batch().copy() for _ in range(34)]
+    for at in (1, 4, 9, 17, 30):
+        with FineWebLoader(resolve_config(env={}, mix=path, doc_batch=3, queue_depth=2, **SHAPE)) as loader:
+            for _ in range(at):
+                loader.next_batch()
+            state = orjson.loads(orjson.dumps(loader.state_dict()))
+        with FineWebLoader(resolve_config(env={}, mix=path, doc_batch=64, queue_depth=9, **SHAPE),
+                           state=state) as loader:
+            rest = [loader.next_batch() for _ in range(4)]
+        assert all(np.array_equal(a, b) for a, b in zip(whole[at:at + 4], rest, strict=True)), at
+
+
+def test_a_first_exhausted_source_ends_the_mix_and_a_cycled_one_starts_over(tmp_path):
+    """A mix ends when a source of policy first_exhausted has no document left; a cycled one comes again."""
+    small = write_jsonl(tmp_path / "small.jsonl", [{"text": f"doc {i} " * 50} for i in range(20)])
+    ends = mix_file(tmp_path, {"weight": 1, "local_path": str(small)}, {"weight": 1, "source": "synthetic"})
+    with FineWebLoader(resolve_config(env={}, mix=ends, tokenizer="byte", seq_len=256, batch_size=1)) as loader:
+        n = sum(1 for _ in loader)
+        assert loader.stats()["sources"][0]["documents"] == 20
+    assert 0 < n < 200
+    cycles = mix_file(tmp_path, {"weight": 1, "local_path": str(small), "stop": "cycle"},
+                      {"weight": 1, "source": "synthetic"})
+    with FineWebLoader(resolve_config(env={}, mix=cycles, tokenizer="byte", seq_len=256, batch_size=1)) as loader:
+        for _ in range(3 * n):
+            loader.next_batch()
+        assert loader.stats()["sources"][0]["documents"] > 20
+
+
+@pytest.mark.parametrize("entries, top, needle", [
+    ([{"weight": -1, "source": "synthetic"}], {}, "weight of mix source #1 must be a number >= 0, got -1"),
+    ([{"weight": "lots", "source": "synthetic"}], {}, "got 'lots'"),
+    ([{"weight": 0, "source": "synthetic"}, {"weight": 0.0, "source": "synthetic", "seed": 2}], {}, "all zero"),
+    ([{"weight": 1, "source": "synthetic", "colour": "red"}], {}, "unknown key 'colour'"),
+    ([{"weight": 1, "source": "s3"}], {}, "'s3'"),
+    ([{"weight": 1, "source": "synthetic", "dataset": "x/y"}], {}, "'dataset' is not an option of a synthetic"),
+    ([{"source": "synthetic"}], {}, "has no \"weight\""),
+    ([{"weight": 1, "source": "synthetic", "stop": "never"}], {}, "'never'"),
+    ([{"weight": 1, "source": "synthetic"}], {"by": "bytes"}, "'bytes'"),
+    ([{"weight": 1, "source": "synthetic"}], {"shuffle": True}, "unknown key 'shuffle'"),
+])
+def test_a_bad_mix_is_one_line_naming_it_and_exit_2(tmp_path, entries, top, needle):
+    """Each bad mix file: a ConfigError from the config, and `fwe smoke` exits 2 with one line naming what is wrong
+    and the file, writing no artifact."""
+    path = mix_file(tmp_path, *entries, **top)
+    with pytest.raises(ConfigError, match=None) as caught:
+        resolve_config(env={}, mix=path)
+    assert needle in str(caught.value) and path in str(caught.value)
+    result = invoke("smoke", "--mix", path, "--artifacts-dir", str(tmp_path / "art"))
+    assert result.exit_code == 2 and needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "art").exists()
+
+
+def test_a_mix_beside_a_single_source_flag_or_unreadable_is_refused(tmp_path):
+    """--mix with --local-path beside it, a missing file, a file that is not JSON, and NSA_FWE_MIX given to fwe
+    bootstrap (which copies one source) are each one line, exit 2."""
+    path = mix_file(tmp_path, {"weight": 1, "source": "synthetic"})
+    beside = invoke("smoke", "--mix", path, "--local-path", "x.jsonl", "--artifacts-dir", str(tmp_path / "a"))
+    assert beside.exit_code == 2 and "--mix names its sources itself" in beside.stderr
+    missing = invoke("smoke", "--mix", str(tmp_path / "none.json"), "--artifacts-dir", str(tmp_path / "a"))
+    assert missing.exit_code == 2 and "none.json" in missing.stderr
+    (tmp_path / "bad.json").write_text("{nope")
+    garbled = invoke("smoke", "--mix", str(tmp_path / "bad.json"), "--artifacts-dir", str(tmp_path / "a"))
+    assert garbled.exit_code == 2 and "is not JSON" in garbled.stderr
+    copy = invoke("bootstrap", "--source", "synthetic", "--gb", "0.001", "--out", str(tmp_path / "out"),
+                  env={"NSA_FWE_MIX": path})
+    assert copy.exit_code == 2 and "NSA_FWE_MIX" in copy.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_toml_mix_and_the_variable_name_the_same_mix(tmp_path):
+    """A TOML mix file reads as its JSON twin, and NSA_FWE_MIX names it when --mix is not given."""
+    json_path = mix_file(tmp_path, {"weight": 3, "source": "synthetic", "seed": 1},
+                         {"weight": 1, "source": "synthetic", "seed": 2})
+    toml = tmp_path / "mix.toml"
+    toml.write_text('by = "tokens"\n[[sources]]\nweight = 3\nsource = "synthetic"\nseed = 1\n'
+                    '[[sources]]\nweight = 1\nsource = "synthetic"\nseed = 2\n')
+    assert resolve_config(env={}, mix=str(toml)).source == resolve_config(env={}, mix=json_path).source
+    assert resolve_config(env={"NSA_FWE_MIX": json_path}).source.kind == "mixture"
