@@ -11,7 +11,7 @@ class Document:
     Its text may be given as a function that makes it: a source whose documents cost work to produce (the synthetic
     one generates each) hands them over unmade, and only the documents a shard keeps are ever made."""
 
-    __slots__ = ("_text", "id", "resume", "ids", "segment", "delivered")
+    __slots__ = ("_text", "id", "resume", "ids", "segment", "delivered", "child")
 
     def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
         self._text = text
@@ -26,6 +26,9 @@ class Document:
         self.delivered = 0
         """Tokens of it a rank of another world delivered before the world changed (loader.elastic): the pipeline
         leaves them out."""
+        self.child = None
+        """For a document a source took from one of the children it orders itself (a mixture): (the child's number,
+        its cursor in that child's stream); what a change of world size resumes each child from."""
         self.segment = None
         """Which segment of its source's stream it belongs to, for a source whose stream has several (a composite's
         parts); None for one. A document batch never spans two segments, and each batch names its segment to the

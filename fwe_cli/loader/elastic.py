@@ -124,6 +124,52 @@ def replan(states: list[dict], shard: Shard) -> tuple[ElasticPlan, dict]:
     return new, {"doc": dict(first, k=0), "skip": 0}
 
 
+@dataclass(frozen=True)
+class ChildPlans:
+    """For a source that orders its children itself (a mixture), after a change of world size: each child's plan
+    and the document (a `resume`, as JSON) its stream starts reading from, None for a child this rank starts at its
+    epoch's start."""
+
+    plans: tuple
+    starts: tuple
+
+    def plan(self, child: int) -> ElasticPlan | None:
+        return self.plans[child] if child < len(self.plans) else None
+
+    def to_dict(self) -> dict:
+        return {"children": [p.to_dict() if p is not None else None for p in self.plans], "starts": list(self.starts)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ChildPlans":
+        return cls(tuple(ElasticPlan.from_dict(p) if p else None for p in data["children"]),
+                   tuple(data.get("starts") or [None] * len(data["children"])))
+
+
+def saved_plan(data: dict | None) -> ElasticPlan | ChildPlans | None:
+    """The plan a state saved (`state["plan"]`): a rank's, or its children's."""
+    if not data:
+        return None
+    return ChildPlans.from_dict(data) if "children" in data else ElasticPlan.from_dict(data)
+
+
+def replan_children(states: list[dict], shard: Shard, count: int) -> ChildPlans:
+    """`replan` for each of the `count` children of a source that orders its children itself: every rank's state
+    records, per child, the document its stream goes on from and the one it has consumed (`position.children`)."""
+    plans, starts = [], []
+    for c in range(count):
+        per_rank = []
+        for state in states:
+            matching, saved = state["matching"], state.get("plan") or {}
+            child = (state.get("position") or {}).get("children", [None] * count)[c]
+            plan = (saved.get("children") or [None] * count)[c] if "children" in saved else None
+            per_rank.append({"matching": {"shard_mod": matching["shard_mod"], "shard_rem": matching["shard_rem"]},
+                             "position": child, **({"plan": plan} if plan else {})})
+        plan, position = replan(per_rank, shard)
+        plans.append(plan)
+        starts.append(position["doc"] if position else None)
+    return ChildPlans(tuple(plans), tuple(starts))
+
+
 def _frontier(state: dict) -> tuple[int, int, int, int] | None:
     """(epoch, document, tokens of it delivered, its tokens) of the last batch a state's rank received; None when it
     received none."""
@@ -183,7 +229,8 @@ class RecentBatches:
         if held is None or position is None:
             return None
         if isinstance(held, list):  # Documents: each one's tokens, encoded alone (exactly what the batch held), up to
-            return self._frontier_in(held, position["skip"])  # the one the batch ended in (the rest are not needed)
+            doc, delivered, length = self._frontier_in(held, position["skip"])  # the one the batch ended in
+            return [doc.resume["epoch"], doc.resume["index"] + doc.resume["k"], delivered, length]
         epoch, first, lengths = held
         indices = list(range(first, first + len(lengths)))
         ends = np.cumsum(lengths)
@@ -192,8 +239,15 @@ class RecentBatches:
             return [epoch, indices[-1], int(lengths[-1]), int(lengths[-1])]
         return [epoch, indices[j], int(position["skip"] - (ends[j - 1] if j else 0)), int(lengths[j])]
 
-    def _frontier_in(self, docs: list, skip: int) -> list[int]:
-        """`frontier` within a document batch: the first document whose tokens reach past `skip` (or the last)."""
+    def frontier_document(self, position: dict | None) -> tuple[object, int, int] | None:
+        """(the Document the batch at `position` ended in, its tokens delivered, its tokens); None when there is none
+        (before the first batch, or a token directory read in chunks)."""
+        held = self.held(position)
+        return self._frontier_in(held, position["skip"]) if isinstance(held, list) else None
+
+    def _frontier_in(self, docs: list, skip: int) -> tuple[object, int, int]:
+        """Within a document batch: the first document whose tokens reach past `skip` (or the last), its tokens
+        delivered, its tokens."""
         before = length = 0
         for doc in docs:
             length = self._tokens_of(doc)
@@ -202,4 +256,4 @@ class RecentBatches:
             before += length
         else:
             before = skip - length  # every document ends within `skip`: the last one, delivered whole
-        return [doc.resume["epoch"], doc.resume["index"] + doc.resume["k"], int(skip - before), int(length)]
+        return doc, int(skip - before), int(length)

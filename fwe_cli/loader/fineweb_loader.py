@@ -257,7 +257,7 @@ class FineWebLoader:
         """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
         `load_state_dict`) continues right after the last batch this loader returned."""
         p = self.pipeline
-        return build_state(p.config, p.documents, self._position, self._steps, p.recent.frontier(self._position))
+        return build_state(p.config, p.documents, self._position, self._steps, p.recent)
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (a `state_dict()`), as `FineWebLoader(config, state=state)` would: the producer

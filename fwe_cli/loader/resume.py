@@ -23,7 +23,7 @@ import orjson
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.elastic import ElasticPlan, replan
+from fwe_cli.loader.elastic import ElasticPlan, RecentBatches, replan, replan_children, saved_plan
 from fwe_cli.loader.sources.legacy_state import LEGACY_VERSIONS, upgrade
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
@@ -44,16 +44,22 @@ def _shape(config: LoaderConfig, tokenizer: str | None) -> dict:
 
 
 def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | None, batches: int,
-                consumed: list[int] | None = None) -> dict:
+                recent: RecentBatches) -> dict:
     """The state after `batches` batches, the last one's `position` (None before the first: nothing to check then)
     with the document it ended in (`consumed`: [epoch, document, tokens of it delivered, its tokens]: what a change
-    of world size starts from), and the rank's plan when the world changed in this epoch (loader.elastic)."""
+    of world size starts from; for a source that orders its children, each child's too), and the rank's plan when the
+    world changed in this epoch (loader.elastic)."""
     source = stream.source
     saved = None
     if position is not None:
         saved = {"doc": resume_to_json(position["doc"]), "skip": position["skip"]}
+        consumed = recent.frontier(position)
         if consumed is not None:
             saved["consumed"] = consumed
+        found = recent.frontier_document(position) if source.orders_children else None
+        if found is not None:
+            saved["children"] = [None if child is None else dict(child, doc=resume_to_json(child["doc"]))
+                                 for child in source.child_frontiers(*found)]
     state = {"version": STATE_VERSION,
              "matching": {**_shape(config, stream.tokenizer()), "source": source.pinned_tree()},
              "source_files": source.fingerprint_tree() if position is not None else None,
@@ -138,13 +144,9 @@ def check_states(states: list | dict, config: LoaderConfig) -> tuple[LoaderConfi
     else ConfigError naming the field."""
     if not isinstance(states, list):
         config, position, files = check_state(states, config)
-        saved = states.get("plan")
-        return config, position, files, ElasticPlan.from_dict(saved) if saved else None
+        return config, position, files, saved_plan(states.get("plan"))
     if not states:
         raise ConfigError("an empty list of resume states: give every rank's state of one world, once")
-    if config.source.any("orders_children"):
-        raise ConfigError(f"the states of a mix resume at the world size they were saved at ({len(states)} ranks): "
-                          "resume them with as many ranks")
     checked = []
     for state in states:
         matching = state.get("matching") if isinstance(state, dict) else None
@@ -158,6 +160,9 @@ def check_states(states: list | dict, config: LoaderConfig) -> tuple[LoaderConfi
         if len(values) > 1:
             raise ConfigError(f"the resume states were saved with different {key} ({', '.join(sorted(values))}): "
                               "give the states of one run")
+    config = dataclasses.replace(checked[0][0], shard=config.shard)
+    if source_class(config.source).orders_children:  # each child replanned on its own; the source starts afresh
+        return config, None, checked[0][2], replan_children(states, config.shard, len(config.source.children))
     positions = [c[1] for c in checked]
     plan, position = replan([dict(s, position=p) for s, p in zip(states, positions)], config.shard)
-    return dataclasses.replace(checked[0][0], shard=config.shard), position, checked[0][2], plan
+    return config, position, checked[0][2], plan

@@ -153,3 +153,55 @@ def test_a_toml_mix_and_the_variable_name_the_same_mix(tmp_path):
                     '[[sources]]\nweight = 1\nsource = "synthetic"\nseed = 2\n')
     assert resolve_config(env={}, mix=str(toml)).source == resolve_config(env={}, mix=json_path).source
     assert resolve_config(env={"NSA_FWE_MIX": json_path}).source.kind == "mixture"
+
+
+
+def _consumed(loader, batches: int | None = None) -> tuple[dict[tuple[int, int], int], tuple[int, int] | None]:
+    """((child, its document) -> tokens of it this rank delivered, the last such document) from batches of 4
+    tokens, `batches` of them or to the end: each document of 5 tokens or more holds a batch's end, so the document
+    each batch ended in names every one, and one the batches have moved past was delivered whole."""
+    seen: dict[tuple[int, int], int] = {}
+    last = None
+    for n, _ in enumerate(loader, start=1):
+        doc, delivered, tokens = loader.pipeline.recent.frontier_document(loader._position)
+        c, cursor = doc.child
+        key = (c, cursor.index + cursor.k)
+        if last is not None and key != last[0]:
+            seen[last[0]] = last[1]  # moved past: whole
+        seen[key] = delivered
+        last = (key, tokens)
+        if n == batches:
+            break
+    return seen, last and last[0]
+
+
+@pytest.mark.parametrize("by", ["documents", "tokens"])
+def test_a_mix_saved_on_2_ranks_resumes_on_3_with_every_document_once(tmp_path, by):
+    """Two ranks read a mix for a while and save their states; three ranks resume from all of them and read to the
+    end. Over the whole job every document of the source that ends the mix comes exactly once, token for token
+    (a document cut by the change of world size: its start on an old rank, its rest on a new one), and every other
+    document read comes whole and once."""
+    lengths = {0: [5 + i % 13 for i in range(90)], 1: [4 + i % 7 for i in range(400)]}
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": "a" * n} for n in lengths[0]])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"text": "b" * n} for n in lengths[1]])
+    path = mix_file(tmp_path, {"weight": 1, "local_path": str(a)}, {"weight": 1, "local_path": str(b)}, by=by)
+    shape = dict(tokenizer="byte", seq_len=4, batch_size=1, doc_batch=3)
+    delivered: dict[tuple[int, int], int] = {}
+    states = []
+    ends = set()  # each new rank's last document: the final partial batch is never emitted
+    for rem in range(2):
+        with FineWebLoader(resolve_config(env={}, mix=path, shard_mod=2, shard_rem=rem, **shape)) as loader:
+            seen, _ = _consumed(loader, 61 + 40 * rem)
+            states.append(orjson.loads(orjson.dumps(loader.state_dict())))
+        for key, n in seen.items():
+            delivered[key] = delivered.get(key, 0) + n
+    for rem in range(3):
+        with FineWebLoader(resolve_config(env={}, mix=path, shard_mod=3, shard_rem=rem, **shape),
+                           state=states) as loader:
+            seen, last = _consumed(loader)
+        ends.add(last)
+        for key, n in seen.items():
+            delivered[key] = delivered.get(key, 0) + n
+    assert {i for c, i in delivered if c == 0} >= set(range(90)) - {i for c, i in ends if c == 0}
+    wrong = {key: n for key, n in delivered.items() if n != lengths[key[0]][key[1]] + 1 and key not in ends}
+    assert wrong == {} and all(delivered[key] <= lengths[key[0]][key[1]] + 1 for key in ends)

@@ -147,6 +147,12 @@ class Source:
         `start` (a document's `resume`, its `at` one of this source's positions), each with its `resume` set."""
         raise NotImplementedError
 
+    def child_frontiers(self, doc: Document, delivered: int, tokens: int) -> list[dict | None]:
+        """For a source that `orders_children`: where each child stands when a batch ended in `doc`, `delivered`
+        tokens into its `tokens`: per child {"doc": the `resume` its stream goes on from, "consumed": [epoch,
+        document, tokens delivered, its tokens]}, None for a child not read yet (loader.elastic.replan_children)."""
+        raise NotImplementedError
+
     def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:
         """For a source that counts its documents' tokens (a mixture by tokens): `make()` gives the function that
         encodes texts to their ids with the loader's tokenizer (waiting for it to load), to run on up to `threads`

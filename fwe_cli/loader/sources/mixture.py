@@ -22,7 +22,8 @@ from fwe_cli.errors import ConfigError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.sources.base import Emit, Source
-from fwe_cli.loader.sources.order import StreamOrder, ordered
+from fwe_cli.loader.elastic import ChildPlans
+from fwe_cli.loader.sources.order import StreamOrder, ordered, resume_from_json
 from fwe_cli.loader.sources.position import Position
 
 BY = ("tokens", "documents")
@@ -81,14 +82,21 @@ class MixturePosition(Position, name="mixture"):
 
 
 class _Child:
-    """One child's ordered stream, its documents encoded ahead in chunks when the mixture counts tokens."""
+    """One child's ordered stream, its documents encoded ahead in chunks when the mixture counts tokens. It goes on
+    after its `cursor` (the last document taken from it), else, after a change of world size, from the start its
+    plan names (loader.elastic.ChildPlans), else from its first document."""
 
-    def __init__(self, source: Source, order: StreamOrder, cursor: StreamCursor | None, cycle: bool,
+    def __init__(self, number: int, source: Source, order: StreamOrder, cursor: StreamCursor | None, cycle: bool,
                  encode: Callable[[list[Document]], list[Document]] | None, pool: ThreadPoolExecutor | None,
                  threads: int):
+        plans = order.plan if isinstance(order.plan, ChildPlans) else None
         start = cursor.resume() if cursor is not None else None
+        if start is None and plans is not None and plans.starts[number] is not None:
+            start = resume_from_json(plans.starts[number])
+            source.check_position(start["at"])
         docs = ordered(lambda epoch, at: source.documents(epoch, at, order.files), order.shard,
-                       1 << 62 if cycle else order.epochs, order.seed, order.window, start, order.plan)
+                       1 << 62 if cycle else order.epochs, order.seed, order.window, start,
+                       plans.plan(number) if plans is not None else None)
         if cursor is not None:
             next(docs, None)  # the cursor's document was taken before
         self.docs = docs if encode is None else self._encoded(docs, encode, pool, threads)
@@ -144,7 +152,7 @@ class Mixture(Source):
         cursors = list(at.cursors) if at else [None] * len(self.children)
         self.counts = list(at.counts) if at else [0] * len(self.children)
         encode = self._encoder() if self.spec.options.by == "tokens" else None
-        streams = [_Child(child, order, cursors[i], stop == "cycle", encode, self._pool, self._threads)
+        streams = [_Child(i, child, order, cursors[i], stop == "cycle", encode, self._pool, self._threads)
                    for i, (child, stop) in enumerate(zip(self.children, self.spec.options.stops))]
         while (c := self._next_child()) is not None:
             doc = next(streams[c].docs, None)
@@ -155,6 +163,7 @@ class Mixture(Source):
                                   "document to cycle through")
             before = MixturePosition(tuple(cursors), tuple(self.counts))
             cursors[c] = StreamCursor(**doc.resume)
+            doc.child = (c, cursors[c])
             tokens = len(doc.ids) + 1 - doc.delivered if doc.ids is not None else None
             self.counts[c] += tokens if self.spec.options.by == "tokens" else 1
             self.documents_taken[c] += 1
@@ -192,6 +201,17 @@ class Mixture(Source):
         super().close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def child_frontiers(self, doc: Document, delivered: int, tokens: int) -> list[dict | None]:
+        """Each child's stand when a batch ended in `doc`: its own child's document `delivered` tokens in, the others'
+        last document before it delivered whole (see Source.child_frontiers)."""
+        own, cursor = doc.child
+        frontiers = []
+        for c, before in enumerate(doc.resume["at"].cursors):
+            at, done = (cursor, [delivered, tokens]) if c == own else (before, [1, 1])
+            frontiers.append(None if at is None else {"doc": at.resume(), "consumed": [at.epoch, at.index + at.k,
+                                                                                         *done]})
+        return frontiers
 
     # -- what the mix realized ---------------------------------------------------------------------------------------
     def realized(self) -> list[dict]:
