@@ -170,3 +170,18 @@ def test_importing_the_package_imports_nothing_else():
     version, loaded = proc.stdout.splitlines()
     assert version and version != "0+unknown"
     assert loaded == "[]"
+
+
+def test_the_core_names_no_source_kind_and_probes_no_capability():
+    """The loader's own modules (fwe_cli/loader/*.py: pipeline, loader, documents, doc batches, telemetry, ...) know
+    no source kind's notions (a bootstrap's head and tail, parts, origins: those live in their source's module), and
+    nothing probes a source or the pipeline for a capability with getattr/hasattr: the Source base declares each."""
+    import re
+
+    notions = re.compile(r'head_docs|\.origin\b|"part"|"head"|"tail"')
+    probes = re.compile(r"(getattr|hasattr)\((self\.)?(pipeline|source|documents|opened|p\.documents)\b")
+    found = [f"{path.name}:{n}: {line.strip()}" for path in sorted(PACKAGE.glob("loader/*.py")) if path.name != "config.py"
+             for n, line in enumerate(path.read_text().splitlines(), start=1) if notions.search(line)]
+    found += [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted(PACKAGE.rglob("loader/**/*.py"))
+              for n, line in enumerate(path.read_text().splitlines(), start=1) if probes.search(line)]
+    assert found == []

@@ -109,7 +109,7 @@ def start_early(words: dict, early: EarlyStart) -> None:
     source = source_class(config.source)
     early.requests_from = len(request_times())  # the run's requests: from here on, counted in its artifact
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
-    if config.source.any("uses_hub") and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
+    if config.source.uses_hub() and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
         from fwe_cli.loader.in_background import import_in_background
         from fwe_cli.loader.tokenization.hub_fetch import start_fetch
 

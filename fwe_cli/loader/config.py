@@ -139,7 +139,7 @@ class LoaderConfig:
         for name in ("verify_parts", "labels", "boundaries", "bos", "align_rows"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.grow and not self.source.any("grows"):
+        if self.grow and not self.source.grows():
             raise SettingError(lambda n: f"{n('grow')} appends the Hub tail read after a bootstrap to it: it needs "
                                          f"{n('tail')} hub")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:

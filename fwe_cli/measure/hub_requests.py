@@ -31,7 +31,7 @@ _installed: bool | None = None
 def uses_hub(config: LoaderConfig) -> bool:
     """Whether a run with this config talks to the Hub at all: its source does, or its tokenizer is a Hub id."""
     tokenizer = config.tokenizer
-    return config.source.any("uses_hub") or (tokenizer is not None and hub_repo(tokenizer) is not None)
+    return config.source.uses_hub() or (tokenizer is not None and hub_repo(tokenizer) is not None)
 
 
 def _hook(http) -> None:

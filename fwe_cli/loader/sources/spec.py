@@ -91,9 +91,13 @@ class SourceSpec:
         for child in self.children:
             yield from child.walk()
 
-    def any(self, capability: str) -> bool:
-        """Whether the class of any node of the tree has the class attribute `capability` set (e.g. 'uses_hub')."""
-        return any(getattr(source_class(node), capability) for node in self.walk())
+    def uses_hub(self) -> bool:
+        """Whether reading any node of the tree talks to the Hub."""
+        return any(source_class(node).uses_hub for node in self.walk())
+
+    def grows(self) -> bool:
+        """Whether a node of the tree is a bootstrap that may grow (head_tail with --grow)."""
+        return any(source_class(node).grows for node in self.walk())
 
     def heavy_imports(self) -> tuple[str, ...]:
         """The modules a run reading the tree imports before it opens (every node's `heavy_imports`)."""
