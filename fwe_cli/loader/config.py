@@ -30,6 +30,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
     "NSA_FWE_TAIL": "tail",
     "NSA_FWE_GROW": "grow",
+    "NSA_FWE_HOLDOUT": "holdout",
 }
 
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first

@@ -28,6 +28,7 @@ SOURCES: dict[str, tuple[ClassName, ...]] = {
     "local": ("token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
     "synthetic": ("synthetic:SyntheticSource",),
     "head_tail": ("head_tail:HeadTail",),
+    "holdout": ("holdout:Holdout",),
 }
 LEAF_KINDS = ("hub", "local", "synthetic")
 """The kinds `--source` names (a composite is made by its own flags or in Python)."""
