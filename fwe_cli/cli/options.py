@@ -25,7 +25,8 @@ def _opt(*names: str, help: str, **kw) -> typer.models.OptionInfo:
     return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False, **kw)
 
 
-# the source flags that fwe bootstrap and fwe tokenize declare too
+# the source flags that fwe bootstrap and fwe tokenize declare too (--holdout is read as text: the split's own check
+# names what was typed, as for NSA_FWE_HOLDOUT)
 SPLIT_HELP = "Hub split. Default train. (A held-out set of any source: --holdout, --holdout-split.)"
 HOLDOUT_HELP = ("Hold out this fraction of the documents (0 <= F < 1) as an evaluation set, each chosen by a stable "
                 "hash of its id (of its text where it has none): the same set on every machine, for any shard, "
@@ -41,7 +42,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),
     "name": (Optional[str], _opt("--name", help="Hub dataset config. Default sample-10BT.")),
     "split": (Optional[str], _opt("--split", help=SPLIT_HELP)),
-    "holdout": (Optional[float], _opt("--holdout", help=HOLDOUT_HELP + " (env NSA_FWE_HOLDOUT).")),
+    "holdout": (Optional[str], _opt("--holdout", metavar="FRACTION", help=HOLDOUT_HELP + " (env NSA_FWE_HOLDOUT).")),
     "holdout_split": (Optional[str], _opt("--holdout-split", help=HOLDOUT_SPLIT_HELP)),
     "revision": (Optional[str], _opt("--revision", help="Hub branch, tag or commit sha to read. Default main; the artifact records the commit.")),
     "hub_reader": (Optional[str], _opt("--hub-reader", help="native (huggingface_hub + pyarrow range reads) | datasets (datasets streaming, the reference). Default native.")),
