@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from itertools import islice
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -203,3 +203,33 @@ def test_the_hub_is_split_by_its_rows_ids(hub_env):
     assert len(whole) > 1000 and not set(train) & set(held_out_ids)
     assert sorted(train + held_out_ids, key=whole.index) == whole
     assert held_out_ids == [doc_id for doc_id in whole if held(doc_id, 0.1)]
+
+
+class _FakeDist:
+    """torch.distributed as join_ranks sees it: an initialised job of 2 ranks with gloo; records the groups made."""
+
+    def __init__(self):
+        self.group = type("group", (), {"WORLD": object()})
+        self.made: list[str] = []
+
+    is_available = is_initialized = is_gloo_available = staticmethod(lambda: True)
+    get_world_size = staticmethod(lambda: 2)
+
+    def new_group(self, backend: str, timeout):
+        self.made.append(backend)
+        return object()
+
+
+def test_a_split_of_the_native_hub_joins_the_jobs_ranks(monkeypatch):
+    """Under torch.distributed, a loader over the split of the native Hub reader makes fwe's group of ranks (so rank
+    0 resolves the listing for all and every rank reads the same commit), as one over the Hub itself does."""
+    from fwe_cli.loader import job_ranks
+
+    dist = _FakeDist()
+    torch = type("torch", (), {"distributed": dist})
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    for source, made in (({"source": "synthetic"}, []), ({"source": "hub", "holdout": 0.1}, ["gloo"])):
+        monkeypatch.setattr(job_ranks, "_joined", (None, None))
+        job_ranks.join_ranks(resolve_config(env={}, **source))
+        assert dist.made == made
