@@ -17,6 +17,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
+from fwe_cli.loader.sources.holdout import HoldoutOptions
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec, held_out
 from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.measure.smoke import SmokeRun, read_resume_state
@@ -165,6 +166,16 @@ def test_the_flags_wrap_the_stream_in_the_split():
     leaf = SourceSpec.of("synthetic", seed=3)
     assert held_out(leaf) is leaf
     assert held_out(leaf, "0.5", "holdout") == SourceSpec.of("holdout", leaf, holdout=0.5, holdout_split="holdout")
+
+
+def test_the_variable_sets_the_fraction_and_the_flag_beats_it():
+    """NSA_FWE_HOLDOUT sets the fraction for every loader of the process (an evaluation loader then names only its
+    side); a --holdout flag wins over it."""
+    env = {"NSA_FWE_HOLDOUT": " 0.05 "}
+    evaluation = resolve_config(env=env, source="synthetic", holdout_split="holdout").source
+    assert evaluation.kind == "holdout" and evaluation.options == HoldoutOptions(0.05, "holdout")
+    assert resolve_config(env=env, source="synthetic").source.options.holdout_split == "train"
+    assert resolve_config(env=env, source="synthetic", holdout=0.2).source.options.holdout == 0.2
 
 
 BAD = [
