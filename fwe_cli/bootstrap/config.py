@@ -7,6 +7,7 @@ Sizes: 1 GB = 10**9 bytes, 1 MB = 10**6 bytes (what `df -H` and the Hub's file s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -14,8 +15,9 @@ from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.sources.mix_file import refuse_mix
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
-from fwe_cli.errors import ConfigError
+from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.sources.bootstrap_format import Layout
 
 FIELDS = ("text", "all")
@@ -37,7 +39,8 @@ class BootstrapConfig:
     """Stop after the record that brings the JSONL written to this many bytes (or when the source ends)."""
     source: SourceSpec = field(default_factory=SourceSpec)
     """What to copy: the Hub (native reader: download the parquet files, convert on all cores; datasets: streaming),
-    local files (JSONL/TXT/parquet file, directory, glob, or a bootstrap) or the synthetic source."""
+    local files (JSONL/TXT/parquet file, directory, glob, or a bootstrap) or the synthetic source; or one side of a
+    held-out split of one of them (--holdout, --holdout-split: `split_of`)."""
     shard: Shard = field(default_factory=Shard)
     """Several nodes stage disjoint parts: Hub (native reader) file i goes to node i % mod; for the other sources
     and the datasets reader, record i."""
@@ -71,12 +74,24 @@ class BootstrapConfig:
         check_limit("downloads", self.downloads, "--downloads")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
-        local_path = self.source.to_json().get("local_path")
+        read, split = split_of(self.source)
+        if split and source_class(read).copies_whole_files:
+            raise ConfigError("fwe bootstrap --holdout copies record by record, and the native Hub reader copies whole "
+                              "parquet files: add --hub-reader datasets (the same rows, streamed)")
+        local_path = read.to_json().get("local_path")
         if local_path is not None:
             src, out = os.path.abspath(local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
                 raise ConfigError(f"--out {self.out} is inside the source --local-path {local_path}: "
                                   "the output would become part of its own input")
+
+
+def split_of(spec: SourceSpec) -> tuple[SourceSpec, dict]:
+    """The source a bootstrap copies from, and the settings of the held-out split it keeps one side of ({} for none:
+    the whole source)."""
+    if spec.kind == "holdout":
+        return spec.children[0], dataclasses.asdict(spec.options)
+    return spec, {}
 
 
 def _size(name: str, value: float, unit: int, limit: str) -> int:
@@ -106,7 +121,10 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         spec["source"] = source
     if local_path is not None:
         spec["local_path"] = local_path
-    values["source"] = SourceSpec.from_flags(spec)
+    try:
+        values["source"] = SourceSpec.from_flags(spec)
+    except SettingError as exc:
+        raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_origin"] = "flags"

@@ -31,6 +31,7 @@ from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_li
 from fwe_cli.loader.sources.bootstrap_lines import encoder
 from fwe_cli.loader.sources.bootstrap_format import Layout, listed_totals
 from fwe_cli.output.part_writer import PartWriter, recover_renamed_part
+from fwe_cli.loader.sources.holdout import HoldoutRecords
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.output.disk_preflight import preflight_disk
 from fwe_cli.output.faults import Faults
@@ -251,6 +252,9 @@ class _Run:
             self.manifest["totals"] = listed_totals(self.manifest)
         self.manifest["runs"][-1].update(finished=utc_iso(), outcome=outcome, replayed_records=self.replayed,
                                          discarded_bytes=self.discarded)
+        if isinstance(stream, HoldoutRecords):  # what this run's reading kept and passed over, every shard's
+            self.manifest["runs"][-1]["holdout"] = {"documents_kept": stream.split.kept,
+                                                    "documents_removed": stream.split.removed}
         self._write_manifest()
 
     def result(self, outcome: str) -> dict:
@@ -275,6 +279,7 @@ class _Run:
             "discarded_bytes": self.discarded,
             "bad_records": manifest.get("bad_records"),
             "source_exhausted": manifest.get("source_exhausted"),
+            "holdout": manifest.get("holdout") and dict(manifest["holdout"], **manifest["runs"][-1].get("holdout", {})),
             "fwe_version": fwe_cli.__version__,
             "manifest": manifest,
         }

@@ -12,24 +12,26 @@ import os
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.config import BootstrapConfig
+from fwe_cli.bootstrap.config import BootstrapConfig, split_of
 from fwe_cli.errors import OutputError
 from fwe_cli.loader.sources.bootstrap_format import FORMAT, Layout
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records
-from fwe_cli.loader.sources.spec import ReadOptions
+from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.output import prepare
 
 
 def identity(config: BootstrapConfig, layout: Layout) -> dict:
     """The arguments that decide the output bytes; a resume must match them exactly. The source's are the fields its
-    kind reads (path, repository and reader, or seed)."""
-    args: dict = {"source": config.source.kind, "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
+    kind reads (path, repository and reader, or seed), and a held-out split's settings."""
+    read, split = split_of(config.source)
+    args: dict = {"source": read.kind, "shard": {"mod": config.shard.mod, "rem": config.shard.rem},
                   "fields": config.fields, "target_bytes": config.target_bytes, "bad_records": config.bad_records}
     if not layout.single:
         args["file_bytes"] = config.file_bytes
     args.update(where_from(config))
+    args.update(split)  # holdout, holdout_split: absent for a bootstrap of the whole source
     if args.get("local_path") is not None:
         args["local_path"] = os.path.abspath(args["local_path"])
     return args
@@ -38,7 +40,8 @@ def identity(config: BootstrapConfig, layout: Layout) -> dict:
 def where_from(config: BootstrapConfig) -> dict:
     """Where the source's documents are, as a bootstrap records it: its kind's options, but the Hub revision, which
     the manifest pins itself."""
-    return {k: v for k, v in dataclasses.asdict(config.source.options).items() if k != "revision"}
+    read, _ = split_of(config.source)
+    return {k: v for k, v in dataclasses.asdict(read.options).items() if k != "revision"}
 
 
 # identity key -> (flag, how to show a value)
@@ -46,6 +49,8 @@ _FLAGS = {
     "target_bytes": ("--gb", lambda v: f"{v / 1e9:g}"),
     "file_bytes": ("--file-mb", lambda v: f"{v / 1e6:g}"),
     "shard": ("--shard-mod/--shard-rem", lambda v: f"{v['mod']}/{v['rem']}" if isinstance(v, dict) else repr(v)),
+    "holdout": ("--holdout", str),
+    "holdout_split": ("--holdout-split", str),
 }
 
 
@@ -117,20 +122,29 @@ def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):
     resume = manifest["resume"] if manifest else None
     options = ReadOptions(strict=config.bad_records == "error")
     pinned = manifest.get("revision") if manifest else None
-    source = registry.open_source(config.source.with_options(revision=pinned) if pinned else config.source, options)
+    source = registry.open_source(_at_revision(config.source, pinned) if pinned else config.source, options)
     if source.copies_whole_files:
         from fwe_cli.bootstrap.hub_stream import open_hub_files
 
         return open_hub_files(config, layout.download_dir, manifest)
     if manifest is None and (latest := source.latest_revision()) is not None:
-        source = registry.open_source(config.source.with_options(revision=latest), options)
+        source = registry.open_source(_at_revision(config.source, latest), options)
     return source.records(config.shard, start=resume["position"] if resume else None, all_fields=config.fields == "all",
                           bad=BadRecords(**resume["bad_records"]) if resume else None).open()
+
+
+def _at_revision(spec: SourceSpec, revision: str) -> SourceSpec:
+    """`spec` reading the Hub at `revision` (the source under a held-out split)."""
+    read, split = split_of(spec)
+    if split:
+        return spec.with_children((read.with_options(revision=revision),))
+    return spec.with_options(revision=revision)
 
 
 def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
     """The manifest of a new run reading `stream` (a source's Records, or the native Hub reader's HubFileStream)."""
     where = where_from(config)  # the options of the source's kind; the others are recorded as null
+    read, split = split_of(config.source)
     native = getattr(stream, "manifest_fields", None)
     by_file = native is not None
     manifest = {
@@ -138,7 +152,8 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
         "complete": False,
         "fwe_version": fwe_cli.__version__,
         "layout": "single-file" if layout.single else "directory",
-        "source": config.source.kind,
+        "source": read.kind,
+        "holdout": split or None,
         "dataset": where.get("dataset"),
         "config": where.get("name"),
         "split": where.get("split"),

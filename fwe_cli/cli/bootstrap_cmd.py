@@ -14,9 +14,9 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
 from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.invocation import Run
-from fwe_cli.cli.output import console, report_verify, write_failure_artifact
+from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
@@ -42,6 +42,8 @@ From the Hub, the parquet files are downloaded (over several connections, sha256
 
   fwe bootstrap --verify --out /data/fwe_bootstrap    (re-hash every part against the manifest)
 
+  fwe bootstrap --gb 0.1 --out /data/fwe_eval --hub-reader datasets --holdout 0.01 --holdout-split holdout    (an evaluation set: the documents every run with --holdout 0.01 leaves out)
+
   fwe bootstrap --gb 5 --out /data/fwe --tokenize gpt2    (then token shards in /data/fwe/tokens/, as `fwe tokenize`)
 
 With --tokenize T, once the text is staged it is tokenized into OUT/tokens/ (OUT.tokens/ beside a single .jsonl): llm.c token shards + manifest, resumable the same way (see `fwe tokenize --help`, runbooks/tokens.md).
@@ -65,6 +67,8 @@ def _summary(result: dict, artifact: str) -> None:
     bad = result.get("bad_records") or {}
     if bad.get("count"):
         table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest), first: {escape(str(bad['examples'][0]))}")
+    if result.get("holdout"):
+        table.add_row("holdout", holdout_line(result["holdout"]))
     if result.get("source_exhausted"):
         table.add_row("[yellow]note[/]", "the source ended before the target size")
     table.add_row("manifest", escape(str(result["manifest_path"])))
@@ -102,7 +106,10 @@ Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Defau
 LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
 Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
 Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
-Split = _opt(str, "--split", panel=PANEL, help="Hub split. Default train.")
+Split = _opt(str, "--split", panel=PANEL, help=SPLIT_HELP)
+Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION", rich_help_panel=PANEL, show_default=False,
+                                                help=HOLDOUT_HELP + ". Needs --hub-reader datasets for the Hub.")]
+HoldoutSplit = _opt(str, "--holdout-split", panel=PANEL, help=HOLDOUT_SPLIT_HELP)
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
 ShardMod = _opt(int, "--shard-mod", panel=PANEL,
                 help="Split the source over N nodes. Hub (native reader): parquet file i goes to node i % N, each node "
@@ -144,6 +151,8 @@ def bootstrap(
     dataset: Dataset = None,
     name: Name = None,
     split: Split = None,
+    holdout: Holdout = None,
+    holdout_split: HoldoutSplit = None,
     seed: Seed = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
@@ -174,6 +183,7 @@ def bootstrap(
                                  param_hint="--gb")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
+                              holdout=holdout, holdout_split=holdout_split,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
                               downloads=downloads, bad_records=bad_records, fields=fields, force=force)
     tokens_config = _tokens_config(config, tokenize, shard_tokens, force)

@@ -25,6 +25,15 @@ def _opt(*names: str, help: str, **kw) -> typer.models.OptionInfo:
     return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False, **kw)
 
 
+# the source flags that fwe bootstrap and fwe tokenize declare too (--holdout is read as text: the split's own check
+# names what was typed, as for NSA_FWE_HOLDOUT)
+SPLIT_HELP = "Hub split. Default train. (A held-out set of any source: --holdout, --holdout-split.)"
+HOLDOUT_HELP = ("Hold out this fraction of the documents (0 <= F < 1) as an evaluation set, each chosen by a stable "
+                "hash of its id (of its text where it has none): the same set on every machine, for any shard, "
+                "shuffle, file order or resume. Default: none")
+HOLDOUT_SPLIT_HELP = ("train | holdout: with --holdout, read the documents not held out (train) or the held-out ones "
+                      "(holdout). Default train.")
+
 LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
     "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
@@ -33,7 +42,9 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "grow": (Optional[bool], _opt("--grow", help="With --tail hub: append the Hub documents read after the bootstrap to it as new parts (crash-safe, under its lock), so the next job starts local for longer (env NSA_FWE_GROW=1).")),
     "dataset": (Optional[str], _opt("--dataset", help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")),
     "name": (Optional[str], _opt("--name", help="Hub dataset config. Default sample-10BT.")),
-    "split": (Optional[str], _opt("--split", help="Hub split. Default train.")),
+    "split": (Optional[str], _opt("--split", help=SPLIT_HELP)),
+    "holdout": (Optional[str], _opt("--holdout", metavar="FRACTION", help=HOLDOUT_HELP + " (env NSA_FWE_HOLDOUT).")),
+    "holdout_split": (Optional[str], _opt("--holdout-split", help=HOLDOUT_SPLIT_HELP)),
     "revision": (Optional[str], _opt("--revision", help="Hub branch, tag or commit sha to read. Default main; the artifact records the commit.")),
     "hub_reader": (Optional[str], _opt("--hub-reader", help="native (huggingface_hub + pyarrow range reads) | datasets (datasets streaming, the reference). Default native.")),
     "hub_cache": (Optional[bool], _opt("--cache/--no-cache", help="Reuse the cached Hub listing, first row groups and tokenizer.json (a warm start makes at most one request); --no-cache asks the Hub for all. Default on.")),

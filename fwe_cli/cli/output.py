@@ -21,6 +21,12 @@ def report_failure(run: Run, exc: BaseException) -> int:
     return exit_code_for(exc)
 
 
+def holdout_line(split: dict) -> str:
+    """A held-out split read by a command ({holdout, holdout_split, documents_kept, documents_removed}), in words."""
+    return (f"the {split['holdout_split']} side of --holdout {split['holdout']:g}: this run kept "
+            f"{split.get('documents_kept', 0):,} documents and passed over {split.get('documents_removed', 0):,}")
+
+
 def fmt_s(value: float | None) -> str:
     return "—" if value is None else (f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s")
 

@@ -13,9 +13,9 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
-from fwe_cli.cli.options import ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.invocation import Run
-from fwe_cli.cli.output import console, report_verify, write_failure_artifact
+from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
 
@@ -34,6 +34,8 @@ Examples:
   fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_tokens
 
   fwe tokenize 'data/*.jsonl' --tokenizer ./tokenizer.json --out toks --shard-tokens 10000000
+
+  fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_eval --holdout 0.01 --holdout-split holdout    (the 1 % held out; --holdout-split train: the rest)
 
   sbatch --array=0-15 --wrap 'fwe tokenize /data/fwe_bootstrap --tokenizer gpt2 --out /data/fwe_tokens'
 
@@ -60,6 +62,8 @@ def summary(result: dict, artifact: str | None) -> None:
                               f"({result['tokens_per_s'] / 1e6:.2f} M tokens/s)")
     if result["resumed_from_tokens"]:
         table.add_row("resumed", f"from {result['resumed_from_tokens']:,} tokens (the last whole shard)")
+    if result.get("holdout"):
+        table.add_row("holdout", holdout_line(result["holdout"]))
     bad = result.get("bad_records") or {}
     if bad.get("count"):
         table.add_row("bad records", f"[yellow]{bad['count']} skipped[/] (in manifest)")
@@ -124,6 +128,9 @@ Backend = _opt(str, "--tokenizer-backend", help="auto (tiktoken once proven iden
                                                 "Same ids whichever. Default auto.")
 BadRecords = _opt(str, "--bad-records", help="Malformed source record: skip (counted in the manifest) | error. "
                                              "Default skip.")
+Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION", show_default=False,
+                                                help=HOLDOUT_HELP + ".")]
+HoldoutSplit = _opt(str, "--holdout-split", help=HOLDOUT_SPLIT_HELP)
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others).")]
 Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every shard and index.")]
 Task = _opt(int, "--task", help="This task's number, 0 <= I < --tasks. Default: SLURM_ARRAY_TASK_ID - "
@@ -143,6 +150,8 @@ def tokenize(
     threads: Threads = None,
     tokenizer_backend: Backend = None,
     bad_records: BadRecords = None,
+    holdout: Holdout = None,
+    holdout_split: HoldoutSplit = None,
     task: Task = None,
     tasks: Tasks = None,
     merge: Merge = False,
@@ -174,7 +183,7 @@ def tokenize(
     from fwe_cli.tokens.run import tokenize_config
 
     config = tokenize_config(src[0], out, tokenizer, shard_tokens, threads, tokenizer_backend, bad_records, force,
-                             task, tasks)
+                             task, tasks, holdout=holdout, holdout_split=holdout_split)
     prepare_output_dir(os.path.dirname(artifact))
     try:
         with StopOnSignal() as stopper:

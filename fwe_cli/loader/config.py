@@ -32,8 +32,8 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_TAIL": "tail",
     "NSA_FWE_GROW": "grow",
     "NSA_FWE_MIX": "mix",
+    "NSA_FWE_HOLDOUT": "holdout",
 }
-
 
 # The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
 # pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No

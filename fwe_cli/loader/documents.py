@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 
+class PlaceName(str):
+    """A document's name that fwe made from where it is (`file:line`, `file:rowN`, `dataset#N`) because its record has
+    no string `id` of its own: it names a place in a listing, not the document, and changes with the path or the
+    file order (a held-out split keys such a document by its text instead: sources.holdout)."""
+
+    __slots__ = ()
+
+
 class Document:
     """A text document plus where it came from (for error messages and manifests).
 
@@ -16,7 +24,7 @@ class Document:
     def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
         self._text = text
         self.id = id
-        """Stable identifier: the record's own id, or `file:line` for local files without one."""
+        """Identifier: the record's own id, or a PlaceName (`file:line`, ...) for a record without one."""
         self.resume = resume
         """Where a stream opened anew yields this document first (set by DocumentStream: epoch, stream index, source
         position; see fwe_cli.loader.sources.order)."""

@@ -25,7 +25,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.sources.registry import source_class
 
 if TYPE_CHECKING:
     from fwe_cli.loader.config import LoaderConfig
@@ -50,10 +49,11 @@ def _dist():
 
 
 def join_ranks(config: LoaderConfig) -> None:
-    """Make fwe's group of the job's ranks (on the caller's thread) when the config reads the Hub natively and this
-    is a torch.distributed job; afterwards `share` broadcasts. Once per process (per default group)."""
+    """Make fwe's group of the job's ranks (on the caller's thread) when the config reads the Hub natively (any node of
+    its tree) and this is a torch.distributed job; afterwards `share` broadcasts. Once per process (per default
+    group)."""
     dist = _dist()
-    if dist is None or not source_class(config.source).lists_hub_files or not dist.is_gloo_available():
+    if dist is None or not config.source.lists_hub_files() or not dist.is_gloo_available():
         return
     global _joined
     with _join_lock:

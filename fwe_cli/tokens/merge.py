@@ -49,6 +49,7 @@ SAME = (("tokenizer", lambda m: m["tokenizer"].get("name")),
         ("token dtype", lambda m: m.get("dtype")),
         ("source", lambda m: m["source"].get("path")),
         ("input listing", lambda m: m["source"].get("files")),
+        ("--holdout/--holdout-split", lambda m: m["source"].get("holdout")),
         ("task count", lambda m: m["split"].get("tasks")),
         ("span size", lambda m: m["split"].get("span_bytes")))
 SPLIT_FIELDS = ("task count", "span size")  # how the work was split, not what the output holds

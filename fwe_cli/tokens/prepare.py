@@ -18,26 +18,37 @@ from fwe_cli.output import prepare
 from fwe_cli.tokens.layout import TokensLayout
 
 
-def open_text_source(src: str, strict: bool = False):
+def open_text_source(src: str, strict: bool = False, holdout: float | None = None,
+                     holdout_split: str | None = None):
     """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads,
-    with `strict` a malformed record stops it (--bad-records error). A token directory has no text to tokenize:
-    SourceError saying so."""
+    with `strict` a malformed record stops it (--bad-records error); with `holdout`, one side of a held-out split of
+    it (sources.holdout). A token directory has no text to tokenize: SourceError saying so."""
     from fwe_cli.loader.sources.local_files import no_text
     from fwe_cli.loader.sources.registry import open_source
-    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
+    from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec, held_out
 
-    source = open_source(SourceSpec.of("local", local_path=src), ReadOptions(strict=strict))
-    if source.reads_tokens:
+    source = open_source(held_out(SourceSpec.of("local", local_path=src), holdout, holdout_split),
+                         ReadOptions(strict=strict))
+    if files_read(source).reads_tokens:
         raise no_text(src)
     source.open(lambda stage: None)
     return source
 
 
+def files_read(source):
+    """The local source whose files `source` (open_text_source's) reads: itself, or the one its split reads."""
+    return source.children[0] if source.children else source
+
+
 def source_record(source) -> dict:
-    """The manifest's `source` record: where, and the files as they are (the source's fingerprint)."""
-    files = source.fingerprint()
-    return {"kind": "local", "path": os.path.abspath(source.spec.options.local_path), "files": files,
-            "bytes": sum(f["bytes"] for f in files)}
+    """The manifest's `source` record: where, and the files as they are (the source's fingerprint), and the side of a
+    held-out split read (`holdout`, `holdout_split`), if any."""
+    files = files_read(source).fingerprint()
+    record = {"kind": "local", "path": os.path.abspath(files_read(source).spec.options.local_path), "files": files,
+              "bytes": sum(f["bytes"] for f in files)}
+    if source.children:
+        record["holdout"] = {"holdout": source.spec.options.holdout, "holdout_split": source.spec.options.holdout_split}
+    return record
 
 
 def fresh_manifest(config, identity: dict, source: dict, split: dict) -> dict:
@@ -56,7 +67,9 @@ def fresh_manifest(config, identity: dict, source: dict, split: dict) -> dict:
 
 
 SPLIT_NAMED = {"source": ("source", str), "task": ("--task", str), "tasks": ("--tasks", str),
-               "span_bytes": ("span_bytes (shards end where spans of files end)", str)}
+               "span_bytes": ("span_bytes (shards end where spans of files end)", str),
+               "holdout": ("--holdout/--holdout-split", lambda v: "none" if v is None else
+                           f"{v['holdout']:g}/{v['holdout_split']}")}
 
 
 def _differences(manifest: dict, config, identity: dict, text, source: dict, split: dict) -> list[str]:
@@ -64,16 +77,17 @@ def _differences(manifest: dict, config, identity: dict, text, source: dict, spl
     was = manifest.get("split") or {}
     out = prepare.differences(
         {"tokenizer": old.get("name"), "shard_tokens": manifest.get("shard_tokens"), "source": then.get("path"),
-         **{key: was[key] for key in ("task", "tasks", "span_bytes") if key in was}},
+         "holdout": then.get("holdout"), **{key: was[key] for key in ("task", "tasks", "span_bytes") if key in was}},
         {"tokenizer": identity["name"], "shard_tokens": config.shard_tokens, "source": path,
-         **{key: split[key] for key in ("task", "tasks", "span_bytes")}}, SPLIT_NAMED)
+         "holdout": source.get("holdout"), **{key: split[key] for key in ("task", "tasks", "span_bytes")}},
+        SPLIT_NAMED)
     # the ids are the same when the vocabulary is (GPT-2 built offline and fetched from the Hub); an output made before
     # the vocabulary hash was recorded is compared by its tokenizer.json's bytes
     key = "vocab_hash" if "vocab_hash" in old else "vocab_sha256"
     if old.get("name") == identity["name"] and old.get(key) != identity[key]:
         out.append(f"tokenizer {identity['name']!r}'s vocabulary differs ({key} {str(old.get(key))[:12]}… there, "
                    f"{identity[key][:12]}… now)")
-    change = text.changed(then.get("files")) if then.get("path") == path else None
+    change = files_read(text).changed(then.get("files")) if then.get("path") == path else None
     if change is not None:
         out.append(f"the source changed since ({change})")
     return out

@@ -30,7 +30,9 @@ from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.mix_file import refuse_mix
+from fwe_cli.loader.sources.holdout import Holdout, HoldoutPosition
 from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
+from fwe_cli.loader.sources.spec import SourceSpec, held_out
 from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
 from fwe_cli.output.lock import OutputLock
@@ -61,6 +63,10 @@ class TokenizeConfig:
     force: bool = False
     split: TaskSplit = field(default_factory=TaskSplit)
     """Which task of a split run this is (tokens/split.py); one task writes `out` itself."""
+    holdout: float | None = None
+    """Tokenize one side of a held-out split of this fraction of the documents (sources.holdout); None: all of them."""
+    holdout_split: str | None = None
+    """The side: 'train' (the default with `holdout`) or 'holdout'."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.shard_tokens, int) or not 1_000 <= self.shard_tokens <= 2**31 - 1:
@@ -74,14 +80,18 @@ class TokenizeConfig:
             raise ConfigError(f"split must be a TaskSplit, got {self.split!r}")
         try:
             check_reading_settings(self.bad_records, Shard())
+            read = held_out(SourceSpec.of("local", local_path=self.src), self.holdout, self.holdout_split)
         except SettingError as exc:
             raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
+        if read.children:  # the fraction as a number (a flag gives its text)
+            object.__setattr__(self, "holdout", read.options.holdout)
 
 
 def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None = None, threads: int | None = None,
                     backend: str | None = None, bad_records: str | None = None, force: bool = False,
                     task: int | None = None, tasks: int | None = None,
-                    env: Mapping[str, str] | None = None) -> TokenizeConfig:
+                    env: Mapping[str, str] | None = None, holdout: float | None = None,
+                    holdout_split: str | None = None) -> TokenizeConfig:
     """The TokenizeConfig of command-line values, where None (a flag not given) leaves the field's default. The
     split is --task/--tasks, else the launcher's variables in `env` (default os.environ): a SLURM array's
     task, else torchrun's RANK/WORLD_SIZE (whose tasks on one node, LOCAL_WORLD_SIZE, share its cores)."""
@@ -90,7 +100,8 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
     split = resolve_split(task, tasks, env)
     if threads is None:
         threads = task_threads(split, env, usable_cores())
-    given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records}
+    given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records,
+             "holdout": holdout, "holdout_split": holdout_split}
     return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force, split=split,
                           **{name: value for name, value in given.items() if value is not None})
 
@@ -104,6 +115,12 @@ def _next_document(text, saved: dict | None) -> dict | None:
     at = saved.get("at")
     return dict(saved, at=text.legacy_position(at)) if isinstance(at, list) else resume_from_json(saved)
 
+def _in_files(resume: dict | None) -> dict | None:
+    """A document's `resume` with its position in the source's files (under a held-out split: its child's)."""
+    at = (resume or {}).get("at")
+    return dict(resume, at=at.child) if isinstance(at, HoldoutPosition) else resume
+
+
 class _Run:
     def __init__(self, config: TokenizeConfig, on_progress, should_stop, faults: Faults):
         self.config, self.on_progress, self.should_stop, self.faults = config, on_progress, should_stop, faults
@@ -111,6 +128,7 @@ class _Run:
         self.clock = ProgressClock()
         self.done_bytes = 0
         self.plan: SpanPlan | None = None
+        self.text = None  # the source read (open_text_source), once opened
 
     def run(self) -> dict:
         layout = self.layout
@@ -120,7 +138,8 @@ class _Run:
 
         tokenizer = load_tokenizer(self.config.tokenizer, self.config.backend)
         with OutputLock(layout):
-            text = open_text_source(self.config.src, strict=self.config.bad_records == "error")
+            text = self.text = open_text_source(self.config.src, self.config.bad_records == "error",
+                                                self.config.holdout, self.config.holdout_split)
             identity = tokenizer_identity(tokenizer, self.config.tokenizer)
             source = source_record(text)
             self.plan = SpanPlan.of(source["files"], self.config.shard_tokens, self.config.split)
@@ -198,7 +217,7 @@ class _Run:
                         first, first_pos = i, position
                     position += n
                 writer.add(batch.tokens[first_pos:position], batch.lengths[first:])
-                self.done_bytes = self.plan.done_bytes(span, batch.resumes[-1])
+                self.done_bytes = self.plan.done_bytes(span, _in_files(batch.resumes[-1]))
                 if self.faults.active:
                     self.faults.reached("tokens-batch")
                 if self.should_stop():
@@ -241,6 +260,15 @@ class _Run:
                           "source_bytes_done": self.done_bytes, "source_bytes": self.plan.task_bytes,
                           "tokens_per_s": round(done / elapsed, 1) if elapsed > 0 else 0.0})
 
+    def holdout_figures(self) -> dict | None:
+        """The held-out split read, with the documents this run's reading kept and passed over; None without one."""
+        text = self.text
+        if not isinstance(text, Holdout):
+            return None
+        options = text.spec.options
+        return {"holdout": options.holdout, "holdout_split": options.holdout_split, "documents_kept": text.kept,
+                "documents_removed": text.removed}
+
     def result(self, outcome: str, start_tokens: int) -> dict:
         seconds = self.clock.elapsed()
         manifest = self.manifest
@@ -253,6 +281,7 @@ class _Run:
                 "tokens_this_run": done, "seconds": round(seconds, 3),
                 "tokens_per_s": round(done / seconds, 1) if seconds > 0 else 0.0,
                 "resumed_from_tokens": start_tokens, "bad_records": manifest.get("bad_records"),
+                "holdout": self.holdout_figures(),
                 "encoded_by_backend": encoder.by_backend if encoder else {},
                 "per_document_fallbacks": encoder.fallbacks if encoder else 0,
                 "fwe_version": fwe_cli.__version__, "manifest": manifest}

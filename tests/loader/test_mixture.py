@@ -205,3 +205,29 @@ def test_a_mix_saved_on_2_ranks_resumes_on_3_with_every_document_once(tmp_path, 
     assert {i for c, i in delivered if c == 0} >= set(range(90)) - {i for c, i in ends if c == 0}
     wrong = {key: n for key, n in delivered.items() if n != lengths[key[0]][key[1]] + 1 and key not in ends}
     assert wrong == {} and all(delivered[key] <= lengths[key[0]][key[1]] + 1 for key in ends)
+
+
+def test_a_held_out_split_beside_a_mix_splits_each_of_its_sources(tmp_path):
+    """--holdout with --mix: each source of the mix is split (the same documents held out as in that source alone),
+    the two sides of the mix are disjoint by id and together hold what each source gives."""
+    a = write_jsonl(tmp_path / "a.jsonl", [{"id": f"a{i}", "text": f"doc a{i} " * 30} for i in range(300)])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"id": f"b{i}", "text": f"doc b{i} " * 30} for i in range(300)])
+    path = mix_file(tmp_path, {"weight": 1, "local_path": str(a)}, {"weight": 1, "local_path": str(b), "stop": "cycle"},
+                    by="documents")
+    from fwe_cli.loader.sources.stream import DocumentStream
+
+    def ids(**split):
+        config = resolve_config(env={}, mix=path, tokenizer="byte", holdout=0.1, **split)
+        assert all(child.kind == "holdout" for child in config.source.children)
+        seen = []
+        for doc in DocumentStream(config):
+            if doc.id.startswith("a"):
+                seen.append(doc.id)
+            if len(seen) == 300:
+                break
+        return seen
+
+    train, held = set(ids()), set(ids(holdout_split="holdout"))
+    assert not train & held and {d for d in train | held if d.startswith("a")} == {f"a{i}" for i in range(300)}
+    alone = resolve_config(env={}, local_path=str(a), tokenizer="byte", holdout=0.1, holdout_split="holdout")
+    assert held == {doc.id for doc in DocumentStream(alone)}

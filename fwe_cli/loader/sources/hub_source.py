@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from fwe_cli.errors import SettingError
-from fwe_cli.loader.documents import Document
+from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
@@ -83,4 +83,4 @@ def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords,
             bad.reject(f"{dataset}#row{counted}", bad_text_reason(text), strict)
             continue
         rid = row.get("id")
-        yield Document(text=text, id=rid if isinstance(rid, str) else f"{dataset}#{counted - 1}"), after
+        yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{dataset}#{counted - 1}")), after

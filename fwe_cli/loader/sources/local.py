@@ -24,7 +24,7 @@ from typing import BinaryIO, Iterator
 import orjson
 
 from fwe_cli.errors import FweError, InputError, SourceError, os_error_line
-from fwe_cli.loader.documents import Document
+from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.local_files import (  # noqa: F401  (the names callers import from here)
@@ -171,13 +171,13 @@ def iter_local(files: list[str], bad: BadRecords, strict: bool,
         if path.endswith(JSONL_SUFFIXES):
             for record, text, line, end, _raw in scan_jsonl(path, bad, strict, at, line):
                 rid = record.get("id")
-                yield Document(text=text, id=rid if isinstance(rid, str) else f"{path}:{line}"), \
+                yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{path}:{line}")), \
                     FilePosition(number, end, line)
         elif path.endswith(".txt"):
             for text, line, end in scan_txt(path, at, line):
-                yield Document(text=text, id=f"{path}:{line}"), FilePosition(number, end, line)
+                yield Document(text=text, id=PlaceName(f"{path}:{line}")), FilePosition(number, end, line)
         else:
             for record, row in scan_parquet(path, bad, strict, start_row=at):
                 rid = record.get("id")
-                yield Document(text=record["text"], id=rid if isinstance(rid, str) else f"{path}:row{row}"), \
-                    FilePosition(number, row, row)
+                name = rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")
+                yield Document(text=record["text"], id=name), FilePosition(number, row, row)

@@ -18,7 +18,7 @@ from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
 
 SOURCE_WORDS = (*SOURCE_FLAGS, "mix")
 """The settings that name the source: one source's flags, or a mix file naming several (--mix)."""
-WHOLE_STREAM = ("where",)
+WHOLE_STREAM = ("where", "holdout", "holdout_split")
 """Source flags that, beside a mix, apply to each of its sources (where the mix file does not set them)."""
 TOP_KEYS = ("by", "sources", "stop")
 ENTRY_KEYS = ("weight", "stop")
@@ -112,7 +112,8 @@ def _leaf(flags: dict[str, Any]) -> SourceSpec:
 
     kind = flags.get("source") or ("local" if flags.get("local_path") else "hub")
     if kind in LEAF_KINDS:
-        takes = {f.name for f in dataclasses.fields(options_class(kind))} | {"source", "tail"}
+        takes = {f.name for f in dataclasses.fields(options_class(kind))} | {"source", "tail", "holdout",
+                                                                            "holdout_split"}
         stray = sorted(k for k, v in flags.items() if k not in takes and v is not None)
         if stray:
             raise ConfigError(f"{stray[0]!r} is not an option of a {kind} source")

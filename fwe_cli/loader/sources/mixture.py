@@ -139,6 +139,7 @@ class Mixture(Source):
         self.documents_taken = [0] * len(self.children)
         self.tokens_taken = [0] * len(self.children)
         self._tokenizer: Callable[[], Callable] | None = None
+        self._threads = 1
         self._pool: ThreadPoolExecutor | None = None
 
     def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:

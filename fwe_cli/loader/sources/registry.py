@@ -29,6 +29,7 @@ SOURCES: dict[str, tuple[ClassName, ...]] = {
     "synthetic": ("synthetic:SyntheticSource",),
     "head_tail": ("head_tail:HeadTail",),
     "mixture": ("mixture:Mixture",),
+    "holdout": ("holdout:Holdout",),
 }
 LEAF_KINDS = ("hub", "local", "synthetic")
 """The kinds `--source` names (a composite is made by its own flags or in Python)."""

@@ -20,9 +20,11 @@ from typing import Any, Iterator, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.sources.registry import LEAF_KINDS, kinds, options_class, source_class
 
-SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "tail")
-"""The flags that name a source: a leaf kind and its options, and --tail, which wraps a bootstrap in the head_tail
-composite (`SourceSpec.from_flags`)."""
+SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "tail", "holdout",
+                "holdout_split")
+"""The flags that name a source: a leaf kind and its options, --tail, which wraps a bootstrap in the head_tail
+composite, and --holdout/--holdout-split, which wrap the stream in one side of a held-out split
+(`SourceSpec.from_flags`)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,20 @@ class SourceSpec:
     def from_flags(cls, given: Mapping[str, Any]) -> "SourceSpec":
         """The spec the source's flags name (those given, by field name): `source` a leaf kind (default hub, or local
         when a local path is given) with its options (the flags of other kinds are not its to read), wrapped by
-        `tail` hub in the head_tail composite (a bootstrap continued from the Hub)."""
+        `tail` hub in the head_tail composite (a bootstrap continued from the Hub), and that by `holdout` in one side
+        of a held-out split (`held_out`)."""
         values = dict(given)
-        tail = values.pop("tail", None)
+        split = {name: values.pop(name, None) for name in ("holdout", "holdout_split")}
         kind = values.pop("source", None) or ("local" if values.get("local_path") else "hub")
+        if values.get("split") == SIDES[1] and (split["holdout"] is not None or kind != "hub"):
+            raise SettingError(lambda n: f"{n('split')} names a Hub dataset's split (train); the held-out side is read "
+                                         f"with {n('holdout')} FRACTION {n('holdout_split')} holdout")
+        return held_out(cls._unsplit(kind, values), **split)
+
+    @classmethod
+    def _unsplit(cls, kind: str, values: dict[str, Any]) -> "SourceSpec":
+        """`from_flags` but for the held-out split: the leaf of `kind`, maybe in the head_tail composite."""
+        tail = values.pop("tail", None)
         if kind not in LEAF_KINDS:
             raise SettingError(lambda n: f"{n('source')} must be one of {', '.join(LEAF_KINDS)}; got {kind!r}")
         names = {f.name for f in dataclasses.fields(options_class(kind))}
@@ -94,6 +106,10 @@ class SourceSpec:
     def uses_hub(self) -> bool:
         """Whether reading any node of the tree talks to the Hub."""
         return any(source_class(node).uses_hub for node in self.walk())
+
+    def lists_hub_files(self) -> bool:
+        """Whether opening a node of the tree resolves a Hub listing (the native reader's)."""
+        return any(source_class(node).lists_hub_files for node in self.walk())
 
     def grows(self) -> bool:
         """Whether a node of the tree is a bootstrap that may grow (head_tail with --grow)."""
@@ -128,6 +144,23 @@ class SourceSpec:
         if not isinstance(children, list):
             raise ConfigError(f"the children of source {data['kind']!r} must be a list, got {children!r}")
         return cls(data["kind"], options, tuple(cls.from_json(child) for child in children))
+
+
+SIDES = ("train", "holdout")
+"""The sides of a held-out split (`holdout_split`): the documents not held out, and those held out."""
+
+
+def held_out(spec: SourceSpec, holdout: Any = None, holdout_split: Any = None) -> SourceSpec:
+    """`spec` wrapped in the side `holdout_split` (default train) of a held-out split of `holdout` (a fraction, or its
+    text) of its documents (sources.holdout); `spec` itself when no fraction is given. SettingError naming what is
+    wrong: a fraction outside [0, 1), an unknown side, a side without a fraction."""
+    if holdout is None:
+        if holdout_split is not None:
+            raise SettingError(lambda n: f"{n('holdout_split')} {holdout_split} reads one side of a held-out split: "
+                                         f"give its fraction with {n('holdout')} (e.g. 0.01)")
+        return spec
+    return SourceSpec.of("holdout", spec, holdout=holdout, holdout_split=SIDES[0] if holdout_split is None
+                         else holdout_split)
 
 
 def _options(kind: str, wanted: type, values: Mapping[str, Any]):

@@ -27,7 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from fwe_cli.errors import FweNotice, InputError
-from fwe_cli.loader.documents import Document
+from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.file_sources import LocalPath
 from fwe_cli.loader.sources.local_files import no_text, resolve_files
@@ -72,7 +72,7 @@ def iter_token_docs(files: list[str], tokens: ShardTokens,
         data, offsets = _open(files[number], count)
         path = files[number]
         for i in range(skip if number == first else 0, count):
-            yield Document(text="", id=f"{path}#{i}", ids=data[offsets[i] + 1:offsets[i + 1]]), \
+            yield Document(text="", id=PlaceName(f"{path}#{i}"), ids=data[offsets[i] + 1:offsets[i + 1]]), \
                 TokenPosition(number, i + 1)
 
 
