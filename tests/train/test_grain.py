@@ -143,3 +143,16 @@ def test_fwe_imports_no_grain_unless_asked():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_the_runbooks_grain_section_runs_as_written(tmp_path):
+    """Every block of runbooks/train.md's Grain section runs as written; its resumed run (a fresh process, from the
+    checkpoint after step 5) prints the first run's steps 6-10, token for token."""
+    from tests.train.runbook_sections import run_section, steps_printed
+
+    runs = [steps_printed(proc.stdout) for command, proc in run_section("Grain", tmp_path)
+            if command.startswith("python train_grain.py")]
+    assert len(runs) == 2
+    first, resumed = runs
+    assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
+    assert resumed == {step: tokens for step, tokens in first.items() if step > 5}

@@ -99,3 +99,16 @@ def test_settings_torchtitan_owns_are_refused_and_the_tokenizer_defaults_to_the_
     assert int(inputs["input"].max()) < 50257
     with pytest.raises(ConfigError, match="may not set seq_len"):
         build(seq_len=64)
+
+
+def test_the_runbooks_torchtitan_section_runs_as_written(tmp_path):
+    """Every block of runbooks/train.md's torchtitan section runs as written; its resumed run (a fresh process that
+    loads step 5 through torchtitan's CheckpointManager) prints the first run's steps 6-10, token for token."""
+    from tests.train.runbook_sections import run_section, steps_printed
+
+    runs = [steps_printed(proc.stdout) for command, proc in run_section("torchtitan", tmp_path)
+            if command.startswith("python titan_data.py")]
+    assert len(runs) == 2
+    first, resumed = runs
+    assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
+    assert resumed == {step: tokens for step, tokens in first.items() if step > 5}
