@@ -59,12 +59,14 @@ def test_each_worker_reads_its_own_documents_of_its_rank():
     pipeline's batches are those two shards' batches in turn, and no document is read by two workers; the worker
     processes are gone once the iterator is closed."""
     config = tiny(shard=Shard(2, 1))
+    before = set(multiprocessing.active_children())
     iterator = iter(pipeline(config))
     try:
         got = take(iterator, 8)
+        assert len(set(multiprocessing.active_children()) - before) == 2  # the two workers
     finally:
         iterator.close()
-    assert multiprocessing.active_children() == []  # close() joined them (active_children also reaps)
+    assert set(multiprocessing.active_children()) - before == set()  # close() joined them (active_children reaps)
     first = loader_batches(config.replace(shard=Shard(4, 1)), 4)
     second = loader_batches(config.replace(shard=Shard(4, 3)), 4)
     expected = [batch for pair in zip(first, second) for batch in pair]
