@@ -17,7 +17,7 @@ grain = pytest.importorskip("grain")
 from fwe_cli.errors import ConfigError  # noqa: E402
 from fwe_cli.loader import FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.loader.shard import Shard  # noqa: E402
-from fwe_cli.train.grain_dataset import FineWebIterDataset, worker_shard  # noqa: E402
+from fwe_cli.train.grain_dataset import STATE_EVERY, FineWebIterDataset, worker_shard  # noqa: E402
 from tests.helpers import REPO_ROOT, fwe_env  # noqa: E402
 from tests.train.grain_pipeline import pipeline, take  # noqa: E402
 
@@ -73,12 +73,13 @@ def test_each_worker_reads_its_own_documents_of_its_rank():
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
 
 
-@pytest.mark.parametrize("k", [0, 1, 4])
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 7])
 def test_an_iterator_resumes_exactly_at_any_batch(k):
-    """In one process, without workers: the state after k batches (k = 0 too: taken before the loader starts) set on
-    a new iterator gives the batches that followed it, identical to a plain FineWebLoader's."""
-    dataset = FineWebIterDataset(tiny())
-    whole = loader_batches(tiny(), 6)
+    """In one process, without workers: the state after k batches (k = 0 too: taken before the loader starts; the
+    loader's own state taken every 3 batches, so k falls on one, just after one, and between) set on a new iterator
+    gives the batches that followed it, identical to a plain FineWebLoader's."""
+    dataset = FineWebIterDataset(tiny(), state_every=3)
+    whole = loader_batches(tiny(), 10)
     first = iter(dataset)
     assert [np.array_equal(next(first), b) for b in whole[:k]] == [True] * k
     state = orjson.loads(orjson.dumps(first.get_state()))
@@ -91,10 +92,11 @@ def test_an_iterator_resumes_exactly_at_any_batch(k):
 
 def test_rows_feed_grains_own_batch_and_resume_in_the_middle_of_a_batch():
     """With rows=True the elements are fwe's rows in order (Grain's `.batch()` groups them); a state taken in the middle
-    of one of fwe's batches resumes at the next row."""
+    of one of fwe's batches (after the loader's own state was taken, at the end of the second) resumes at the next
+    row."""
     config = tiny(batch_size=3)
     rows = np.concatenate(loader_batches(config, 4))  # 12 rows
-    dataset = FineWebIterDataset(config, rows=True).batch(2)
+    dataset = FineWebIterDataset(config, rows=True, state_every=2).batch(2)
     first = iter(dataset)
     head = [next(first) for _ in range(4)]  # 8 rows: two rows into fwe's third batch
     state = first.get_state()
@@ -107,10 +109,12 @@ def test_rows_feed_grains_own_batch_and_resume_in_the_middle_of_a_batch():
     second.close()
 
 
-def test_a_state_of_another_worker_layout_is_refused_naming_the_shard():
+@pytest.mark.parametrize("state_every", [1, STATE_EVERY])
+def test_a_state_of_another_worker_layout_is_refused_naming_the_shard(state_every):
     """A worker's state set on a worker of another layout (3 workers instead of 2) is refused on the next element,
-    naming the shard setting and both values, instead of reading another worker's documents."""
-    saved = FineWebIterDataset(tiny())
+    naming the shard setting and both values, instead of reading another worker's documents: also a state taken
+    before the loader's own first take (it counts from the start as that loader named it)."""
+    saved = FineWebIterDataset(tiny(), state_every=state_every)
     saved.set_slice(slice(1, None, 2))
     first = iter(saved)
     next(first)
@@ -127,7 +131,7 @@ def test_a_state_of_another_worker_layout_is_refused_naming_the_shard():
 
 def test_worker_slices_compose_with_the_rank_shard_and_odd_slices_are_refused():
     """Worker i of n within Shard(mod, rem) is Shard(mod·n, rem + mod·i); a slice that is not one worker's (a stop,
-    a start past the step) is a ConfigError naming it; so is a LoaderConfig with as_torch."""
+    a start past the step) is a ConfigError naming it; so are a LoaderConfig with as_torch and a state_every < 1."""
     assert worker_shard(Shard(3, 2), slice(1, None, 4)) == Shard(12, 5)
     assert worker_shard(Shard(), slice(None)) == Shard()
     for bad in (slice(0, 10, 2), slice(2, None, 2)):
@@ -135,6 +139,8 @@ def test_worker_slices_compose_with_the_rank_shard_and_odd_slices_are_refused():
             worker_shard(Shard(), bad)
     with pytest.raises(ConfigError, match="as_torch"):
         FineWebIterDataset(tiny(as_torch=True))
+    with pytest.raises(ConfigError, match="state_every"):
+        FineWebIterDataset(tiny(), state_every=0)
 
 
 def test_fwe_imports_no_grain_unless_asked():
