@@ -112,3 +112,18 @@ def test_the_runbooks_torchtitan_section_runs_as_written(tmp_path):
     first, resumed = runs
     assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
     assert resumed == {step: tokens for step, tokens in first.items() if step > 5}
+
+
+def test_a_batch_of_the_loaders_labels_and_boundaries_modes_becomes_torchtitans_tuple():
+    """A batch of the loader's labels and boundaries modes (a dict of int32 input, labels, positions, cu_seqlens)
+    becomes ({"input", "positions"}, labels), int64, value for value; cu_seqlens (varlen attention's, which torchtitan
+    derives from positions itself) is left out."""
+    rng = np.random.default_rng(3)
+    batch = {"input": rng.integers(0, 50257, (2, 8), dtype=np.int32),
+             "labels": rng.integers(0, 50257, (2, 8), dtype=np.int32), "positions": np.tile(np.arange(8, dtype=np.int32), (2, 1)),
+             "cu_seqlens": np.tile(np.array([0, 8] + [8] * 7, dtype=np.int32), (2, 1))}
+    inputs, labels = titan_batch(batch)
+    assert set(inputs) == {"input", "positions"}
+    assert all(t.dtype == torch.int64 for t in (*inputs.values(), labels))
+    assert np.array_equal(inputs["input"].numpy(), batch["input"]) and np.array_equal(labels.numpy(), batch["labels"])
+    assert np.array_equal(inputs["positions"].numpy(), batch["positions"])
