@@ -16,6 +16,14 @@ if [ "${FWE_WITH_TORCH:-1}" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev
   .venv/bin/pip install -q torch==2.13.0 || echo "note: torch not installed; torch tests will be skipped" >&2
 fi
 .venv/bin/pip install -q -e '.[test]'
+# torchtitan (for its adapter's tests) pins datasets<4.8, with an older huggingface_hub, for its own Hugging Face
+# readers, which the adapter never imports: it goes in without its dependencies, so the suite keeps testing fwe with
+# the datasets it resolves to; the modules the adapter and its tests import need only torch and the test extra's
+# torchdata and tyro. It needs Python 3.11; without it the torchtitan tests skip.
+if .venv/bin/python -c "import sys, torch; sys.exit(sys.version_info < (3, 11))" 2>/dev/null; then
+  .venv/bin/pip install -q --no-deps torchtitan==0.3.0 \
+    || echo "note: torchtitan not installed; its tests will be skipped" >&2
+fi
 # The suite starts hundreds of interpreters (each pytest worker rewrites every test module's asserts, each fwe
 # process compiles the fwe_cli modules it imports): let them keep their compiled bytecode in __pycache__ (ignored by
 # git) and reuse it, whatever the calling shell says.

@@ -12,12 +12,13 @@ from tests.helpers import REPO_ROOT
 PACKAGE = REPO_ROOT / "fwe_cli"
 MAX_LINES = 300
 MAX_TOP_MODULES = 6
-# cli -> report -> bootstrap / tokens / measure -> loader -> output -> shared (the modules at the top of fwe_cli). A
-# layer may import the layers below it, never one beside or above it. bootstrap and tokens (the token-shard writer)
-# both build on the loader's reading (and tokenizing: the shard format is the loader's, it reads shards) and on
-# output's crash-safe machinery, which the loader uses too (verifying listed files against their manifest); report
-# draws what measure wrote, reading its artifacts as measure defines them.
-LAYER = {"cli": 5, "report": 4, "bootstrap": 3, "tokens": 3, "measure": 3, "loader": 2, "output": 1}
+# cli -> report -> bootstrap / tokens / measure / train -> loader -> output -> shared (the modules at the top of
+# fwe_cli). A layer may import the layers below it, never one beside or above it. bootstrap and tokens (the
+# token-shard writer) both build on the loader's reading (and tokenizing: the shard format is the loader's, it reads
+# shards) and on output's crash-safe machinery, which the loader uses too (verifying listed files against their
+# manifest); report draws what measure wrote, reading its artifacts as measure defines them; train hands the loader's
+# batches to the trainers.
+LAYER = {"cli": 5, "report": 4, "bootstrap": 3, "tokens": 3, "measure": 3, "train": 3, "loader": 2, "output": 1}
 # output sits below everything of fwe's but these shared modules, and needs no third-party package but these.
 OUTPUT_SHARED = ("fwe_cli.errors", "fwe_cli.artifacts", "fwe_cli.hostinfo")
 OUTPUT_THIRD_PARTY = ("psutil", "orjson")
@@ -82,7 +83,7 @@ def test_top_of_the_package_holds_only_shared_modules():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, top
     assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {
-        "cli", "bootstrap", "measure", "loader", "tokens", "report", "output"}
+        "cli", "bootstrap", "measure", "loader", "tokens", "report", "output", "train"}
 
 
 def test_imports_point_downward():
