@@ -45,26 +45,16 @@ def loader_config(settings: dict[str, Any], *, seq_len: int, batch_size: int, dp
     path = os.path.join(getattr(tokenizer, "tokenizer_path", None) or "", "tokenizer.json")
     if settings.get("tokenizer") is None and os.path.isfile(path):
         settings["tokenizer"] = path
-    labelled = "labels" in LoaderConfig.__dataclass_fields__
-    if labelled:
-        settings.update(labels=True, boundaries=True)
-    # STOPGAP until the loader's labels mode is on main: rows of seq_len + 1 tokens, cut into input and labels
-    # (titan_batch), losing a token per row; the lead replaces this by the labels mode at merge time.
-    return resolve_config(seq_len=seq_len if labelled else seq_len + 1, batch_size=batch_size,
-                          shard_mod=dp_world_size, shard_rem=dp_rank, **settings)
+    settings.update(labels=True, boundaries=True)  # inputs with next-token labels (none lost), and positions
+    return resolve_config(seq_len=seq_len, batch_size=batch_size, shard_mod=dp_world_size, shard_rem=dp_rank,
+                          **settings)
 
 
-def titan_batch(batch: Any) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """torchtitan's `({"input": ..., "positions": ...}, labels)`, int64, from one of fwe's batches: a dict with
-    `input`, `labels` and `positions` (the labels and boundaries modes), or (STOPGAP, see loader_config) an array of
-    rows one token longer, without positions."""
-    if isinstance(batch, dict):
-        inputs = {"input": torch.as_tensor(batch["input"]).long()}
-        if "positions" in batch:
-            inputs["positions"] = torch.as_tensor(batch["positions"]).long()
-        return inputs, torch.as_tensor(batch["labels"]).long()
-    rows = torch.as_tensor(batch).long()
-    return {"input": rows[:, :-1]}, rows[:, 1:]
+def titan_batch(batch: dict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """torchtitan's `({"input": ..., "positions": ...}, labels)`, int64, from one of fwe's batches with labels and
+    boundaries."""
+    inputs = {"input": torch.as_tensor(batch["input"]).long(), "positions": torch.as_tensor(batch["positions"]).long()}
+    return inputs, torch.as_tensor(batch["labels"]).long()
 
 
 class FineWebDataLoader(BaseDataLoader):
