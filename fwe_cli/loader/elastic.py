@@ -17,12 +17,8 @@ the epoch ends.
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from dataclasses import dataclass
-from typing import Callable
 
-import numpy as np
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.shard import Shard
@@ -181,79 +177,3 @@ def _frontier(state: dict) -> tuple[int, int, int, int] | None:
         raise ConfigError("a resume state has no `consumed` document (saved by an fwe that did not record it): resume "
                           "it with the world size it was saved by")
     return tuple(int(v) for v in consumed)
-
-
-class RecentBatches:
-    """The document batches a pipeline made that the consumer has not moved past (their first document's `resume` ->
-    their Documents, or for a token directory read in order (epoch, first index, each document's tokens)), so that
-    `frontier` can name the document a batch ended in. The consumer lets go of those before its latest batch's
-    (`release_before`), so what is held is what is queued, in flight and being packed, however many document batches
-    a batch spans. `tokens_of(doc)`: how many tokens a Document puts in the stream. Thread-safe: the producer
-    remembers, the consumer asks."""
-
-    def __init__(self, tokens_of: Callable[[object], int]):
-        self._held: deque[tuple[dict | None, object]] = deque()
-        self._tokens_of = tokens_of
-        self._lock = threading.Lock()
-
-    def remember(self, first: dict | None, what: object) -> None:
-        with self._lock:
-            self._held.append((first, what))
-
-    def held(self, position: dict | None) -> object | None:
-        """What is held for the document batch of the batch at `position` (None: nothing)."""
-        if position is None:
-            return None
-        with self._lock:
-            return next((what for first, what in self._held if first is position["doc"]), None)
-
-    def release_before(self, position: dict | None) -> None:
-        """The consumer has the batch at `position`: the document batches before its own are no longer needed."""
-        if position is None:
-            return
-        with self._lock:
-            for i, (first, _what) in enumerate(self._held):
-                if first is position["doc"]:
-                    for _ in range(i):
-                        self._held.popleft()
-                    return
-
-    def frontier(self, position: dict | None) -> list[int] | None:
-        """[epoch, document, tokens of it delivered, its tokens] of the document the batch at `position` ended in
-        (tokens as this rank's stream holds them); None before the first batch. What a change of world size starts
-        from (`replan`)."""
-        return self.frontier_of(self.held(position), position)
-
-    def frontier_of(self, held: object | None, position: dict | None) -> list[int] | None:
-        """`frontier` from what `held` returned for `position` (taken earlier, on another thread)."""
-        if held is None or position is None:
-            return None
-        if isinstance(held, list):  # Documents: each one's tokens, encoded alone (exactly what the batch held), up to
-            doc, delivered, length = self._frontier_in(held, position["skip"])  # the one the batch ended in
-            return [doc.resume["epoch"], doc.resume["index"] + doc.resume["k"], delivered, length]
-        epoch, first, lengths = held
-        indices = list(range(first, first + len(lengths)))
-        ends = np.cumsum(lengths)
-        j = int(np.searchsorted(ends, position["skip"], side="right"))
-        if j == len(ends):
-            return [epoch, indices[-1], int(lengths[-1]), int(lengths[-1])]
-        return [epoch, indices[j], int(position["skip"] - (ends[j - 1] if j else 0)), int(lengths[j])]
-
-    def frontier_document(self, position: dict | None) -> tuple[object, int, int] | None:
-        """(the Document the batch at `position` ended in, its tokens delivered, its tokens); None when there is none
-        (before the first batch, or a token directory read in chunks)."""
-        held = self.held(position)
-        return self._frontier_in(held, position["skip"]) if isinstance(held, list) else None
-
-    def _frontier_in(self, docs: list, skip: int) -> tuple[object, int, int]:
-        """Within a document batch: the first document whose tokens reach past `skip` (or the last), its tokens
-        delivered, its tokens."""
-        before = length = 0
-        for doc in docs:
-            length = self._tokens_of(doc)
-            if before + length > skip:
-                break
-            before += length
-        else:
-            before = skip - length  # every document ends within `skip`: the last one, delivered whole
-        return doc, int(skip - before), int(length)

@@ -3,8 +3,9 @@
 Two layouts: ids(doc) + [end-of-text] per document (the default), or, with `bos`, [delimiter] + ids(doc) (llm.c's
 convention: the tokenizer's BOS token, else its end-of-text id, before each document; a stream then equals llm.c's
 shards token for token). Each document keeps its number of tokens either way. A document of which a rank of another
-world delivered the first tokens (loader.elastic) starts past them. When the packer needs document boundaries, each
-document's length and the position of its first token come with the ids (loader.packing).
+world delivered the first tokens (loader.elastic) starts past them. Each document's length and the position of its
+first token come with the ids: the packer cuts document boundaries by them (loader.packing), and a resume state
+names the document a batch ended in by them (loader.frontier).
 
 Both tokenizer backends release the GIL while they encode: the pipeline calls an encoder from its tokenizer threads.
 """
@@ -37,17 +38,17 @@ def effective_threads(config) -> int:
 class Encoded(NamedTuple):
     ids: np.ndarray
     """int32 tokens of the documents, in the stream's layout."""
-    lengths: np.ndarray | None = None
-    """Each document's tokens in `ids` (None when not asked for)."""
-    offsets: np.ndarray | None = None
+    lengths: np.ndarray
+    """Each document's tokens in `ids`."""
+    offsets: np.ndarray
     """The position within its document of each document's first token in `ids` (its tokens delivered before)."""
 
     def past(self, skip: int) -> "Encoded":
         """The same from token `skip` on (a resumed stream's first document batch): the documents before it dropped,
         the one it falls in shortened and starting further in."""
         ids, lengths, offsets = self
-        if not skip or lengths is None:
-            return Encoded(ids[skip:], lengths, offsets)
+        if not skip:
+            return self
         ends = np.cumsum(lengths)
         k = int(np.searchsorted(ends, skip, side="right"))
         lengths, offsets = lengths[k:].copy(), offsets[k:].copy()
@@ -76,10 +77,10 @@ def _backend(tokenizer):
 class BatchEncoder:
     """Encodes document batches for one tokenizer (or a token directory's ShardTokens) in one layout."""
 
-    def __init__(self, tokenizer, bos: bool = False, lengths: bool = False):
-        self.tokenizer, self.bos, self.lengths = tokenizer, bos, lengths
+    def __init__(self, tokenizer, bos: bool = False):
+        self.tokenizer, self.bos = tokenizer, bos
         self.shards = isinstance(tokenizer, ShardTokens)
-        self._ends = None if self.shards or not (bos or lengths) else DocEnds(tokenizer)
+        self._ends = None if self.shards else DocEnds(tokenizer)
         self._eos = np.array([tokenizer.eos_id], dtype=np.int32)
         self._delimiter = np.array([tokenizer.bos_id], dtype=np.int32)
         self._lock = threading.Lock()
@@ -92,8 +93,6 @@ class BatchEncoder:
         backend = BACKEND if self.shards else _backend(self.tokenizer)
         if self.shards or docs[0].ids is not None or any(d.delivered for d in docs):
             encoded = self._one_by_one(docs, backend)
-        elif self._ends is None:
-            encoded = Encoded(backend.encode_docs([d.text for d in docs]))
         else:
             ids, lengths = self._ends.encode(backend, [d.text for d in docs])
             encoded = Encoded(to_bos(ids, lengths, int(self._delimiter[0])) if self.bos else ids, lengths,
@@ -114,13 +113,10 @@ class BatchEncoder:
                     part = np.concatenate((self._delimiter, part[:-1]))
             parts.append(part[doc.delivered:])
         ids = np.concatenate(parts).astype(np.int32, copy=False)
-        if not self.lengths:
-            return Encoded(ids)
         return Encoded(ids, np.array([len(p) for p in parts], np.int64), np.array([d.delivered for d in docs], np.int64))
 
     def texts_ids(self, texts: list[str]) -> list[np.ndarray]:
         """Each text's ids, without its end-of-text (what a source that counts tokens keeps on its documents)."""
-        self._ends = self._ends or DocEnds(self.tokenizer)
         ids, lengths = self._ends.encode(_backend(self.tokenizer), texts)
         ends = np.cumsum(lengths)
         return [ids[end - length:end - 1] for end, length in zip(ends.tolist(), lengths.tolist())]
@@ -128,7 +124,7 @@ class BatchEncoder:
     def chunk(self, ids: np.ndarray, lengths: np.ndarray) -> Encoded:
         """A token directory's chunk read in order (ids(doc) + [eos] per document of `lengths`) in this layout."""
         out = to_bos(ids, lengths, int(self._delimiter[0])) if self.bos else ids
-        return Encoded(out, lengths, np.zeros(len(lengths), np.int64)) if self.lengths else Encoded(out)
+        return Encoded(out, lengths, np.zeros(len(lengths), np.int64))
 
     def count(self, backend: str, docs: int, seconds: float) -> None:
         with self._lock:

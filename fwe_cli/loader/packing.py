@@ -74,7 +74,6 @@ class Packer:
         of this call in it and earlier batches) for every batch that becomes full. Each batch is a fresh buffer."""
         positions = starts = None
         if self.wants_lengths:
-            offsets = np.zeros(len(lengths), np.int64) if offsets is None else offsets
             positions, starts = segments(lengths, offsets, len(ids))
         if self.align_rows:
             yield from self._add_rows(ids, lengths, positions, starts)

@@ -17,7 +17,8 @@ from typing import Callable, Hashable, Iterator
 import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.elastic import ElasticPlan, RecentBatches
+from fwe_cli.loader.elastic import ElasticPlan
+from fwe_cli.loader.frontier import RecentBatches
 from fwe_cli.loader.encoding import BatchEncoder, Encoded, effective_threads
 from fwe_cli.loader.doc_batches import doc_batches
 from fwe_cli.loader.in_background import InBackground, torch_converter
@@ -65,7 +66,7 @@ class Pipeline:
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         # the document batches of the batches queued, in flight and being packed: which document a batch ended in
-        self.recent = RecentBatches(self._stream_tokens)
+        self.recent = RecentBatches()
         self._converting: InBackground | None = None
 
     @property
@@ -88,18 +89,11 @@ class Pipeline:
         """The encoder of the stream's layout for the tokenizer (made once it is known)."""
         with self._lock:
             if self.encoder is None or self.encoder.tokenizer is not self.tokenizer:
-                self.encoder = BatchEncoder(self.tokenizer, self.config.bos, self._packer.wants_lengths)
+                self.encoder = BatchEncoder(self.tokenizer, self.config.bos)
             return self.encoder
 
     def _encode(self, docs: list[Document]) -> Encoded:
         return self._encoder()(docs)
-
-    def _stream_tokens(self, doc: Document) -> int:
-        """How many tokens `doc` puts in this rank's stream: its ids and end-of-text, less those delivered before."""
-        if doc.ids is not None:
-            return len(doc.ids) + 1 - doc.delivered
-        tokenizer = self.tokenizer
-        return len(getattr(tokenizer, "current", lambda: tokenizer)().encode_docs([doc.text])) - doc.delivered
 
     def _texts_encoder(self):
         """For a source that counts tokens (a mixture): the function encoding texts to ids, once the tokenizer is
@@ -133,7 +127,7 @@ class Pipeline:
         """A token directory read in order (sources.token_dir): one shard slice + one eos per chunk, about a batch at
         first (the first batch waits on nothing larger), then doubling up to CHUNK_TOKENS."""
         self.stage = "reading token shards"
-        encoder = self.encoder = BatchEncoder(self.tokenizer, self.config.bos, self._packer.wants_lengths)
+        encoder = self.encoder = BatchEncoder(self.tokenizer, self.config.bos)
         for ids, resume, lengths in chunks:
             self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
             before = self.docs
@@ -278,6 +272,7 @@ class Pipeline:
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
         for encoded, (first, segment, docs_before) in self._token_arrays():
             self.stage = "packing"
+            self.recent.measured(first, encoded.lengths)  # a state names the document a batch ended in by them
             skipped = min(to_skip, len(encoded.ids))
             to_skip -= skipped
             tokens_before = self.tokens

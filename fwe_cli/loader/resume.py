@@ -23,7 +23,8 @@ import orjson
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.elastic import ElasticPlan, RecentBatches, replan, replan_children, saved_plan
+from fwe_cli.loader.elastic import ElasticPlan, replan, replan_children, saved_plan
+from fwe_cli.loader.frontier import RecentBatches
 from fwe_cli.loader.sources.legacy_state import LEGACY_VERSIONS, upgrade
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
