@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.sources.registry import LEAF_KINDS, kinds, options_class, source_class
 
-SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "tail")
+SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "where", "tail")
 """The flags that name a source: a leaf kind and its options, and --tail, which wraps a bootstrap in the head_tail
 composite (`SourceSpec.from_flags`)."""
 
