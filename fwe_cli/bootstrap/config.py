@@ -14,7 +14,8 @@ from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
-from fwe_cli.errors import ConfigError
+from fwe_cli.errors import ConfigError, SettingError
+from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.bootstrap_format import Layout
 
 FIELDS = ("text", "all")
@@ -70,6 +71,10 @@ class BootstrapConfig:
         check_limit("downloads", self.downloads, "--downloads")
         if self.fields not in FIELDS:
             raise ConfigError(f"fields must be 'text' or 'all', got {self.fields!r}")
+        if getattr(self.source.options, "where", None) is not None and source_class(self.source).copies_whole_files:
+            raise ConfigError("--where is not applied by the native Hub bootstrap, which copies whole parquet files: "
+                              "give --hub-reader datasets (it filters each row), or bootstrap with --fields all and "
+                              "read the bootstrap with --where")
         local_path = self.source.to_json().get("local_path")
         if local_path is not None:
             src, out = os.path.abspath(local_path), os.path.abspath(self.out)
@@ -103,7 +108,10 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         spec["source"] = source
     if local_path is not None:
         spec["local_path"] = local_path
-    values["source"] = SourceSpec.from_flags(spec)
+    try:
+        values["source"] = SourceSpec.from_flags(spec)
+    except SettingError as exc:  # named as bootstrap's flags are
+        raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)
         values["shard_origin"] = "flags"

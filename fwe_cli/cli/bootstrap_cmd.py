@@ -104,6 +104,10 @@ Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default Hu
 Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
 Split = _opt(str, "--split", panel=PANEL, help="Hub split. Default train.")
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+Where = _opt(str, "--where", panel=PANEL,
+             help="Copy only the records that pass: comparisons of the source's columns (JSONL fields) joined by "
+                  "`and`, e.g. \"int_score >= 3\". Local JSONL/parquet, synthetic, --hub-reader datasets; not TXT, "
+                  "not the native Hub reader (it copies whole files).")
 ShardMod = _opt(int, "--shard-mod", panel=PANEL,
                 help="Split the source over N nodes. Hub (native reader): parquet file i goes to node i % N, each node "
                      "downloads only its files; other sources and --hub-reader datasets: document i goes to node "
@@ -145,6 +149,7 @@ def bootstrap(
     name: Name = None,
     split: Split = None,
     seed: Seed = None,
+    where: Where = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
     hub_reader: HubReader = None,
@@ -173,7 +178,7 @@ def bootstrap(
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
                                  param_hint="--gb")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
-                              local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
+                              local_path=local_path, dataset=dataset, name=name, split=split, seed=seed, where=where,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
                               downloads=downloads, bad_records=bad_records, fields=fields, force=force)
     tokens_config = _tokens_config(config, tokenize, shard_tokens, force)
