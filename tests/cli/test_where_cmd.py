@@ -98,3 +98,20 @@ def test_bootstrap_copies_the_passing_records_and_smoke_shows_what_was_removed(t
     assert smoke.exit_code == 0, smoke.stderr
     source = orjson.loads(smoke.stdout)["source"]
     assert source["where"] == "int_score >= 4" and source["filtered"]["documents"] >= 1
+
+
+def test_bootstrap_names_its_flags_in_a_setting_error(tmp_path):
+    """A bad source setting given to `fwe bootstrap` is named by the flag typed (--hub-reader), as every other
+    command names it, not by the config field (hub_reader)."""
+    result = invoke("bootstrap", "--hub-reader", "fast", "--gb", "0.001", "--out", str(tmp_path / "out"),
+                    "--artifacts-dir", str(tmp_path / "art"))
+    _one_line(result, "--hub-reader must be one of native, datasets; got 'fast'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_bootstrap_continued_from_the_hub_refuses_a_filter(tmp_path, records):
+    """--tail hub serves the Hub's own stream: a --where there is exit 2 with one line, before anything runs."""
+    result = invoke("smoke", "--local-path", str(tmp_path / "docs.jsonl"), "--tail", "hub", "--where",
+                    "int_score >= 3", "--artifacts-dir", str(tmp_path / "art"))
+    _one_line(result, "--where", "--tail hub")
+    assert not (tmp_path / "art").exists()

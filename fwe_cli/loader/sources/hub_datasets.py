@@ -219,9 +219,10 @@ class HubRecords(Records):
     def _records(self) -> Iterator[tuple[dict, None]]:
         spec = self.source.spec.options
         index = self.index
-        where = self.source.where
+        filtered = self.source.filtered
         for row, rows in hub_rows(self._stream, spec.dataset, self.bad, self.strict, rows=self.rows):
-            if where is not None and not where.matches(row, lambda: f"{spec.dataset}#row{rows}"):
+            if filtered is not None and not filtered.where.matches(row, lambda: f"{spec.dataset}#row{rows}"):
+                filtered.documents += 1
                 continue
             owned = self.shard.owns(index)
             index += 1
