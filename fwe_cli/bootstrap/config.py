@@ -78,6 +78,10 @@ class BootstrapConfig:
         if split and source_class(read).copies_whole_files:
             raise ConfigError("fwe bootstrap --holdout copies record by record, and the native Hub reader copies whole "
                               "parquet files: add --hub-reader datasets (the same rows, streamed)")
+        if read.options.where is not None and source_class(read).copies_whole_files:
+            raise ConfigError("--where is not applied by the native Hub bootstrap, which copies whole parquet files: "
+                              "give --hub-reader datasets (it filters each row), or bootstrap with --fields all and "
+                              "read the bootstrap with --where")
         local_path = read.to_json().get("local_path")
         if local_path is not None:
             src, out = os.path.abspath(local_path), os.path.abspath(self.out)
@@ -123,7 +127,7 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         spec["local_path"] = local_path
     try:
         values["source"] = SourceSpec.from_flags(spec)
-    except SettingError as exc:
+    except SettingError as exc:  # named as bootstrap's flags are
         raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
     if shard_mod is not None or shard_rem is not None:
         values["shard"] = Shard(1 if shard_mod is None else shard_mod, 0 if shard_rem is None else shard_rem)

@@ -111,6 +111,10 @@ Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION",
                                                 help=HOLDOUT_HELP + ". Needs --hub-reader datasets for the Hub.")]
 HoldoutSplit = _opt(str, "--holdout-split", panel=PANEL, help=HOLDOUT_SPLIT_HELP)
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+Where = _opt(str, "--where", panel=PANEL,
+             help="Copy only the records that pass: comparisons of the source's columns (JSONL fields) joined by "
+                  "`and`, e.g. \"int_score >= 3\". Local JSONL/parquet, synthetic, --hub-reader datasets; not TXT, "
+                  "not the native Hub reader (it copies whole files).")
 ShardMod = _opt(int, "--shard-mod", panel=PANEL,
                 help="Split the source over N nodes. Hub (native reader): parquet file i goes to node i % N, each node "
                      "downloads only its files; other sources and --hub-reader datasets: document i goes to node "
@@ -154,6 +158,7 @@ def bootstrap(
     holdout: Holdout = None,
     holdout_split: HoldoutSplit = None,
     seed: Seed = None,
+    where: Where = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
     hub_reader: HubReader = None,
@@ -182,7 +187,7 @@ def bootstrap(
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
                                  param_hint="--gb")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
-                              local_path=local_path, dataset=dataset, name=name, split=split, seed=seed,
+                              local_path=local_path, dataset=dataset, name=name, split=split, seed=seed, where=where,
                               holdout=holdout, holdout_split=holdout_split,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
                               downloads=downloads, bad_records=bad_records, fields=fields, force=force)

@@ -47,6 +47,7 @@ LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "holdout_split": (Optional[str], _opt("--holdout-split", help=HOLDOUT_SPLIT_HELP)),
     "revision": (Optional[str], _opt("--revision", help="Hub branch, tag or commit sha to read. Default main; the artifact records the commit.")),
     "hub_reader": (Optional[str], _opt("--hub-reader", help="native (huggingface_hub + pyarrow range reads) | datasets (datasets streaming, the reference). Default native.")),
+    "where": (Optional[str], _opt("--where", help="Keep only the rows that pass: comparisons of the source's columns (JSONL fields) with numbers, quoted strings or true/false, joined by `and`: \"int_score >= 3 and language_score > 0.9\". Hub and parquet: row groups whose statistics rule every row out are not read. Not for TXT. Default: every row.")),
     "hub_cache": (Optional[bool], _opt("--cache/--no-cache", help="Reuse the cached Hub listing, first row groups and tokenizer.json (a warm start makes at most one request); --no-cache asks the Hub for all. Default on.")),
     "tokenizer": (Optional[str], _opt("--tokenizer", help="byte | path/to/tokenizer.json | Hub id (gpt2). Default byte.")),
     "seq_len": (Optional[int], _opt("--seq-len", help="Tokens per row. Default 1024.")),

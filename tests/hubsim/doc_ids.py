@@ -1,7 +1,9 @@
 """Print, as JSON, the ids of the documents fwe's DocumentStream yields from the Hub (for tests that compare the
 native and the `datasets` Hub readers in fresh, sealed processes):
 
-    python -m tests.hubsim.doc_ids READER SHARD_MOD SHARD_REM     # -> {"ids": [...], "source": describe()}
+    python -m tests.hubsim.doc_ids READER SHARD_MOD SHARD_REM [CONFIG [WHERE]]   # -> {"ids": [...], "source": ...}
+
+(CONFIG: the dataset config, default sample-10BT; WHERE: a row filter, --where.)
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ os.environ.setdefault("USE_TORCH", "0")
 
 def main(argv: list[str]) -> None:
     reader, mod, rem = argv[0], int(argv[1]), int(argv[2])
-    stream = DocumentStream(resolve_config(env={}, source="hub", hub_reader=reader, shard_mod=mod, shard_rem=rem))
+    chosen = dict(zip(("name", "where"), argv[3:5]))
+    stream = DocumentStream(resolve_config(env={}, source="hub", hub_reader=reader, shard_mod=mod, shard_rem=rem,
+                                           **chosen))
     ids = [doc.id for doc in stream]
     sys.stdout.buffer.write(orjson.dumps({"ids": ids, "source": stream.describe()}))
 

@@ -4,12 +4,19 @@
       datasets/HuggingFaceFW/fineweb-edu/README.md                      YAML front matter: config sample-10BT
       datasets/HuggingFaceFW/fineweb-edu/sample/10BT/000_00000.parquet  the real ten-column schema,
       datasets/HuggingFaceFW/fineweb-edu/sample/10BT/001_00000.parquet  1,000-row row groups
+      datasets/HuggingFaceFW/fineweb-edu/scored/000_00000.parquet      config `scored`: small row groups, some
+      datasets/HuggingFaceFW/fineweb-edu/scored/001_00000.parquet      of them scored below 2.5 throughout
       models/openai-community/gpt2/tokenizer.json                      GPT-2, built offline
       hubsim.json                                                       what was built (parameters, sizes)
 
 Rows come from `fwe_cli.loader.sources.synthetic.synthetic_record(seed, i)`, numbered across shards in order, so
 the stream a client reads is the synthetic stream: row i of the dataset is record i. Shards are filled
 one row group at a time until each reaches its share of `mb`; a shard always holds at least one row group.
+
+The config `scored` is for row filters (`--where`): `scored_files` files of `scored_groups` row groups of
+`scored_rows` rows, rows as above except that in every odd-numbered row group of the config (counted across its
+files) `score` is capped at 2.4 and `int_score` follows it, so the statistics of those groups (pyarrow writes min/max,
+as FineWeb-Edu's files have them) rule out `int_score >= 3`: a reader that uses them fetches none of their bytes.
 
     python -m tests.hubsim build --root DIR --mb 300 --shards 8     # benchmark-sized
     build_repos(root, mb=3, shards=2)                               # test-sized (seconds)
@@ -33,6 +40,9 @@ DATASET_REPO = "HuggingFaceFW/fineweb-edu"
 MODEL_REPO = "openai-community/gpt2"
 CONFIG_NAME = "sample-10BT"
 DATA_DIR = "sample/10BT"
+SCORED_CONFIG = "scored"
+SCORED_DIR = "scored"
+LOW_SCORE = 2.4  # the cap of the score in the config's odd row groups: int_score <= 2 there
 ROW_GROUP_ROWS = 1000  # what the real fineweb-edu shards use
 MANIFEST = "hubsim.json"
 
@@ -63,6 +73,10 @@ configs:
   data_files:
   - split: train
     path: {DATA_DIR}/*.parquet
+- config_name: {SCORED_CONFIG}
+  data_files:
+  - split: train
+    path: {SCORED_DIR}/*.parquet
 ---
 # FineWeb-Edu (synthetic stand-in)
 
@@ -92,6 +106,12 @@ class BuildSpec:
     """Seed of the synthetic records (row i of the dataset is synthetic_record(seed, i))."""
     row_group_rows: int = ROW_GROUP_ROWS
     """Rows per parquet row group."""
+    scored_files: int = 2
+    """Files of the `scored` config."""
+    scored_groups: int = 3
+    """Row groups per file of the `scored` config."""
+    scored_rows: int = 50
+    """Rows per row group of the `scored` config."""
 
     def __post_init__(self) -> None:
         if not self.mb > 0:
@@ -127,6 +147,33 @@ def _write_shard(path: Path, spec: BuildSpec, start: int, target_bytes: float) -
     return rows
 
 
+def scored_row_group(seed: int, group: int, rows: int) -> pa.Table:
+    """Row group `group` (counted across the `scored` config's files) of `rows` rows: records group*rows on, their
+    score capped at LOW_SCORE in an odd-numbered group."""
+    records = [synthetic_record(seed, i) for i in range(group * rows, (group + 1) * rows)]
+    if group % 2:
+        for record in records:
+            record["score"] = min(record["score"], LOW_SCORE)
+            record["int_score"] = int(round(record["score"]))
+    return pa.Table.from_pylist(records, schema=SCHEMA)
+
+
+def _write_scored(data_dir: Path, spec: BuildSpec) -> list[dict]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for stale in data_dir.glob("*.parquet"):
+        stale.unlink()
+    files = []
+    for index in range(spec.scored_files):
+        path = data_dir / shard_name(index)
+        with pq.ParquetWriter(path, SCHEMA, compression="snappy") as writer:
+            for group in range(index * spec.scored_groups, (index + 1) * spec.scored_groups):
+                writer.write_table(scored_row_group(spec.seed, group, spec.scored_rows),
+                                   row_group_size=spec.scored_rows)
+        files.append({"path": f"{SCORED_DIR}/{path.name}", "rows": spec.scored_groups * spec.scored_rows,
+                      "bytes": path.stat().st_size})
+    return files
+
+
 def given_or_built(root: str | None, workdir: str | os.PathLike) -> str:
     """`root` as given (repos built before, e.g. by `python -m tests.hubsim build`), else default repos built now under
     `workdir`/hub: what a benchmark's `--root` means."""
@@ -156,12 +203,14 @@ def build_repos(root: str | os.PathLike, spec: BuildSpec = BuildSpec(),
         shards.append({"path": f"{DATA_DIR}/{path.name}", "rows": written, "bytes": path.stat().st_size})
         rows += written
         progress(f"{path.name}: {written} rows, {path.stat().st_size / 1e6:.1f} MB")
+    scored = _write_scored(dataset / SCORED_DIR, spec)
+    progress(f"{SCORED_CONFIG}: {len(scored)} files")
     model = root / "models" / MODEL_REPO
     model.mkdir(parents=True, exist_ok=True)
     (model / "README.md").write_text(MODEL_CARD, encoding="utf-8")
     write_gpt2_tokenizer_json(str(model))
     progress(f"{MODEL_REPO}: tokenizer.json")
     manifest = {"spec": asdict(spec), "dataset": DATASET_REPO, "config": CONFIG_NAME, "model": MODEL_REPO,
-                "rows": rows, "shards": shards, "parquet_bytes": sum(s["bytes"] for s in shards)}
+                "rows": rows, "shards": shards, "parquet_bytes": sum(s["bytes"] for s in shards), "scored": scored}
     (root / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return manifest

@@ -76,7 +76,8 @@ def test_listing_download_and_agent_registry_endpoints_are_pinned(hub):
     out = orjson.loads(proc.stdout)
     assert [r["endpoint"] for r in hub.requests()] == LISTING_ENDPOINTS
     assert out["dataset_tree"] == ["README.md", "sample", "sample/10BT", "sample/10BT/000_00000.parquet",
-                                   "sample/10BT/001_00000.parquet"]
+                                   "sample/10BT/001_00000.parquet", "scored", "scored/000_00000.parquet",
+                                   "scored/001_00000.parquet"]
     assert out["model_tree"] == ["README.md", "tokenizer.json"]
     assert out["hello"] == out["hello_from_pretrained"] == [15496, 995]
     assert (home / ".agent_harnesses.json").exists()

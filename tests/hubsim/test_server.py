@@ -28,6 +28,7 @@ from tests.hubsim.requestlog import read_log
 DS = f"/datasets/{DATASET_REPO}"
 API = f"/api/datasets/{DATASET_REPO}"
 SHARD0 = "sample/10BT/000_00000.parquet"
+SCORED = ("scored/000_00000.parquet", "scored/001_00000.parquet")  # the config for row filters
 
 
 def request(url: str, method: str, path: str, headers: dict | None = None, timeout: float = 10.0):
@@ -112,7 +113,8 @@ def test_revision_info_and_repo_info(hub):
     status, _, body = request(hub.url, "GET", f"{API}/revision/main")
     info = orjson.loads(body)
     assert status == 200 and len(info["sha"]) == 40
-    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", SHARD0, "sample/10BT/001_00000.parquet"}
+    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", SHARD0, "sample/10BT/001_00000.parquet",
+                                                          *SCORED}
     config = info["cardData"]["configs"][0]
     assert config == {"config_name": "sample-10BT", "data_files": [{"split": "train", "path": "sample/10BT/*.parquet"}]}
     assert orjson.loads(request(hub.url, "GET", API)[2])["sha"] == info["sha"]
@@ -127,7 +129,7 @@ def test_main_moves_and_the_commit_before_stays_readable_by_its_sha(moving_hub):
     before, after = moving_hub.move_main()
     assert before != after and sha_of(moving_hub) == after
     info = orjson.loads(request(moving_hub.url, "GET", f"{API}/revision/main")[2])
-    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", "sample/10BT/001_00000.parquet"}
+    assert {s["rfilename"] for s in info["siblings"]} == {"README.md", "sample/10BT/001_00000.parquet", *SCORED}
     status, headers, _ = request(moving_hub.url, "HEAD", f"{DS}/resolve/main/{SHARD0}")
     assert status == 404 and headers["X-Repo-Commit"] == after
     status, headers, _ = request(moving_hub.url, "HEAD", f"{DS}/resolve/{before}/{SHARD0}")
@@ -158,7 +160,7 @@ def test_tree_path_may_be_url_encoded_and_pages_follow_link(hub, monkeypatch):
     plain = orjson.loads(request(hub.url, "GET", f"{API}/tree/main/sample/10BT")[2])
     assert encoded == plain and [e["path"] for e in plain] == [SHARD0, "sample/10BT/001_00000.parquet"]
     full = orjson.loads(request(hub.url, "GET", f"{API}/tree/main?recursive=true")[2])
-    assert {e["type"] for e in full} == {"file", "directory"} and len(full) == 5
+    assert {e["type"] for e in full} == {"file", "directory"} and len(full) == 5 + 1 + len(SCORED)
     monkeypatch.setattr(handler, "TREE_PAGE", 2)
     pages, path = [], f"{API}/tree/main?recursive=true"
     while path:
@@ -166,7 +168,7 @@ def test_tree_path_may_be_url_encoded_and_pages_follow_link(hub, monkeypatch):
         pages.append(orjson.loads(body))
         link = headers.get("Link")
         path = urlsplit(link[1:link.index(">")]).path + "?" + urlsplit(link[1:link.index(">")]).query if link else None
-    assert [len(p) for p in pages] == [2, 2, 1]
+    assert [len(p) for p in pages] == [2] * (len(full) // 2) + [len(full) % 2] * (len(full) % 2)
     assert [e for p in pages for e in p] == full
 
 

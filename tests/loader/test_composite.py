@@ -69,7 +69,7 @@ def test_smoke_saves_a_state_inside_the_composite_and_resumes_it_exactly(tmp_pat
     assert failure is None and first["saved_state"]
     state = read_resume_state(str(tmp_path / "state.json"))
     assert state["matching"]["source"] == {"kind": "test_every_other",
-                                           "children": [{"kind": "synthetic", "seed": 11}]}
+                                           "children": [{"kind": "synthetic", "seed": 11, "where": None}]}
     assert state["position"]["doc"]["at"]["type"] == "test_every_other"  # the composite's typed position
     resumed = LoaderConfig(source=SPEC, **dict(SHAPE, doc_batch=5, queue_depth=4))
     rest, failure = SmokeRun(resumed, state).finish(4, save_path=str(tmp_path / "rest.npz"))

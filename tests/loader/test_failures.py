@@ -71,7 +71,7 @@ def test_hanging_source_raises_timeout_naming_stage(tmp_path, synthetic_jsonl, m
     """A source whose read blocks forever gives LoaderTimeout naming the stuck stage."""
     release = threading.Event()
 
-    def blocked_read(files, bad, strict, start=None):
+    def blocked_read(files, bad, strict, start=None, filtered=None):
         release.wait()  # a read that never returns (until the test lets it go, so the daemon thread can finish)
         yield from ()
 

@@ -161,7 +161,7 @@ def test_the_flags_wrap_the_stream_in_the_split():
     assert {"holdout", "holdout_split"} <= set(SOURCE_FLAGS)
     spec = SourceSpec.from_flags({"local_path": "/data/b", "tail": "hub", "holdout": 0.01})
     assert spec.to_json() == {"kind": "holdout", "holdout": 0.01, "holdout_split": "train", "children": [
-        {"kind": "head_tail", "children": [{"kind": "local", "local_path": "/data/b"}]}]}
+        {"kind": "head_tail", "children": [{"kind": "local", "local_path": "/data/b", "where": None}]}]}
     assert SourceSpec.from_json(spec.to_json()) == spec
     leaf = SourceSpec.of("synthetic", seed=3)
     assert held_out(leaf) is leaf

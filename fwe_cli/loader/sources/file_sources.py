@@ -10,29 +10,45 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from fwe_cli.errors import SettingError, SourceError
+from fwe_cli.errors import ConfigError, SettingError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.base import Order, Source
-from fwe_cli.loader.sources.local import JSONL_SUFFIXES, FilePosition, iter_local, scan_jsonl, scan_parquet, scan_txt
+from fwe_cli.loader.sources.local import (
+    JSONL_SUFFIXES, FilePosition, check_fields, iter_local, passing_lines, scan_jsonl, scan_parquet, scan_txt,
+)
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, resolve_files
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.where import Filtered, check_where, where_of
 
 
 @dataclass(frozen=True)
 class LocalOptions:
     local_path: str | None = None
     """A JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory."""
+    where: str | None = None
+    """A row filter on the records' fields (sources.where): only passing records are documents (not for TXT files
+    or a token directory, which have no fields)."""
 
     def __post_init__(self) -> None:
+        check_where(self.where)
         if not isinstance(self.local_path, str) or not self.local_path:
             raise SettingError(lambda n: f"source 'local' needs {n('local_path')} (a file, directory, glob, bootstrap "
                                          f"or token directory), got {self.local_path!r}")
+        if self.where is not None and self.local_path.endswith(".txt"):  # (TXT found in a folder: when it opens)
+            raise SettingError(lambda n: f"{n('where')} filters records by their fields; {n('local_path')} "
+                                         f"{self.local_path} is TXT (one document per line, no fields)")
 
 
 class LocalPath(Source):
     """What every reader of a --local-path shares: the option, listing once, and the files' fingerprint."""
 
     Options = LocalOptions
+
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self.where = where_of(spec.options)
+        """The row filter (None: every record is a document)."""
+        self.filtered = Filtered(self.where) if self.where is not None else None
 
     @classmethod
     def location(cls, spec) -> str:
@@ -43,7 +59,15 @@ class LocalPath(Source):
             return
         hashing = ", hashing bootstrap parts" if self.options.verify_parts else ""
         set_stage(f"opening source (listing local files{hashing})")
-        self.files = self.list_files()
+        files = self.list_files()
+        if self.where is not None:
+            text = next((path for path in files if path.endswith(".txt")), None)
+            if text is not None:
+                raise ConfigError(f"--where filters records by their fields; {text} is TXT (one document per line, no "
+                                  "fields): give JSONL or parquet, or drop --where")
+            if files:
+                check_fields(files[0], self.where)
+        self.files = files
 
     def list_files(self) -> list[str]:
         return resolve_files(self.spec.options.local_path, allow_partial=self.options.allow_partial,
@@ -63,7 +87,8 @@ class LocalPath(Source):
 
     def describe(self) -> dict:
         return {"kind": self.spec.kind, "path": self.spec.options.local_path, "files": len(self.files),
-                "bad_records": self.bad.to_dict()}
+                "bad_records": self.bad.to_dict(),
+                **(self.filtered.describe() if self.filtered is not None else {})}
 
 
 class LocalFiles(LocalPath):
@@ -72,7 +97,7 @@ class LocalFiles(LocalPath):
     position_type = FilePosition
 
     def documents(self, epoch: int, at: FilePosition | None, order: Order) -> Iterator[tuple[Document, FilePosition]]:
-        return iter_local(order(self.files, epoch), self.bad, self.options.strict, at)
+        return iter_local(order(self.files, epoch), self.bad, self.options.strict, at, self.filtered)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return LocalRecords(self, shard, start, all_fields, bad)
@@ -120,12 +145,16 @@ class LocalRecords(Records):
                     yield record, raw
 
     def _scan(self, path: str, start: int, line: int) -> Iterator[tuple[dict, str, int, int, bytes | None]]:
-        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None) for any format.
+        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None) for any format, of
+        the records that pass the source's filter.
 
-        For JSONL, the hot path, it is scan_jsonl itself, with no adapter generator in between."""
+        For JSONL, the hot path, it is scan_jsonl itself, with no adapter generator in between (but the filter's)."""
         if path.endswith(JSONL_SUFFIXES):
-            return scan_jsonl(path, self.bad, self.strict, start, line)
+            records = scan_jsonl(path, self.bad, self.strict, start, line)
+            filtered = self.source.filtered
+            return records if filtered is None else passing_lines(records, path, filtered)
         if path.endswith(".txt"):
             return (({"text": text}, text, lineno, end, None) for text, lineno, end in scan_txt(path, start, line))
-        rows = scan_parquet(path, self.bad, self.strict, self.all_fields, start_row=start)
+        rows = scan_parquet(path, self.bad, self.strict, self.all_fields, start_row=start,
+                            filtered=self.source.filtered)
         return ((record, record["text"], row, row, None) for record, row in rows)

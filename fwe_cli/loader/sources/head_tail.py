@@ -69,6 +69,9 @@ class HeadTail(Source):
         if spec.children[0].kind != "local":
             raise ConfigError(f"--tail hub continues a bootstrap read from disk: give --local-path BOOTSTRAP_DIR, not "
                               f"--source {spec.children[0].kind}")
+        if spec.children[0].options.where is not None:
+            raise ConfigError("--where does not filter a bootstrap continued from the Hub (--tail hub): read the "
+                              "bootstrap alone with --where, or the Hub itself (--source hub --where ...)")
 
     @classmethod
     def location(cls, spec) -> str:

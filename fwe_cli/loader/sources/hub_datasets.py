@@ -17,13 +17,14 @@ from typing import Callable, Iterator
 
 import orjson
 
-from fwe_cli.errors import SourceError
+from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.where import Where
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
 
@@ -72,6 +73,19 @@ def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | 
         raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
     if columns and not all_columns:
         stream = stream.select_columns([c for c in ("text", "id") if c in columns])
+    return stream
+
+
+def with_filter_columns(stream, where: Where, all_columns: bool, dataset: str, name: str | None):
+    """An every-column stream of `open_hub_stream` cut to `text`, `id` and the filter's columns (all of them with
+    `all_columns`); ConfigError naming a filter's column the dataset lacks."""
+    columns = stream.column_names
+    lacking = [c for c in where.columns if columns and c not in columns]
+    if lacking:
+        raise ConfigError(f"--where names {lacking[0]!r}, which Hub dataset {dataset!r} (config {name!r}) lacks "
+                          f"(its columns: {', '.join(columns)})")
+    if columns and not all_columns:
+        stream = stream.select_columns(list(dict.fromkeys(c for c in ("text", "id", *where.columns) if c in columns)))
     return stream
 
 
@@ -126,7 +140,7 @@ class HubDatasets(HubSource):
                   order: Order) -> Iterator[tuple[Document, DatasetsRowPosition]]:
         rows = at.rows if at else 0
         return iter_hub(datasets_rows(self.stream(), rows), self.spec.options.dataset, self.bad, self.options.strict,
-                        counted=rows)
+                        counted=rows, filtered=self.filtered)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         """The commit to read (`revision`), resolved once: one HEAD (none offline)."""
@@ -144,7 +158,10 @@ class HubDatasets(HubSource):
 
         self.open(lambda stage: None)
         o = self.spec.options
-        stream = open_hub_stream(o.dataset, o.name, o.split, self.revision or o.revision, all_columns)
+        stream = open_hub_stream(o.dataset, o.name, o.split, self.revision or o.revision,
+                                 all_columns or self.where is not None)
+        if self.where is not None:
+            stream = with_filter_columns(stream, self.where, all_columns, o.dataset, o.name)
         if self.revision is None and not offline():
             raise SourceError(f"{endpoint()} did not say which commit {o.dataset}@{o.revision or 'main'} is: "
                               "a run must know the commit it reads, so that a resume reads it again")
@@ -202,7 +219,11 @@ class HubRecords(Records):
     def _records(self) -> Iterator[tuple[dict, None]]:
         spec = self.source.spec.options
         index = self.index
+        filtered = self.source.filtered
         for row, rows in hub_rows(self._stream, spec.dataset, self.bad, self.strict, rows=self.rows):
+            if filtered is not None and not filtered.where.matches(row, lambda: f"{spec.dataset}#row{rows}"):
+                filtered.documents += 1
+                continue
             owned = self.shard.owns(index)
             index += 1
             if owned:

@@ -103,6 +103,8 @@ class FirstBatches:
                      "batch_size": config.batch_size, "shard": [config.shard.mod, config.shard.rem],
                      "epochs": config.epochs, "bad_records": config.bad_records, "bos": config.bos,
                      "align_rows": config.align_rows}
+        if getattr(spec, "where", None) is not None:  # a filtered stream's batches are its own
+            self._key["where"] = spec.where
         self._shape = (config.batch_size, config.seq_len)
         self._entry: dict | None = None
         self._kept: list[tuple] = []  # (batch bytes, position, documents, tokens) of each batch kept

@@ -2,7 +2,9 @@
 
 It holds three kinds of entries for one (repo, commit, config, split) listing:
 - footers: the bytes of a file's parquet footer, as fetched (`get` / `put`);
-- rows: the decoded `text`/`id` columns of the stream's first row groups, in stream order (`get_rows` / `put_rows`);
+- rows: the decoded columns of the stream's first row groups, in stream order (`get_rows` / `put_rows`), kept apart
+  for each set of columns read (`text`/`id`, and a row filter's: sources.where), so a reader never takes rows that lack
+  a column it filters on;
 - named entries (`entry` / `put_entry`): the stream's first packed batches per tokenizer and shape
   (hub_first_batches), which a warm start hands over before it has loaded a tokenizer.
 
@@ -30,6 +32,7 @@ from fwe_cli.loader.sources.hub_listing import HubListing
 # decoded), which hold far more than a first batch's tokens; small enough to keep per revision without a thought.
 HEAD_CACHE_BYTES = 64 * 1024 * 1024
 HEAD_CACHE_FORMAT = 2  # 1 kept the row groups' compressed bytes; 2 keeps them decoded
+TEXT_COLUMNS = ("text", "id")  # what a reader without a filter reads (its rows are kept under the plain names)
 
 
 class HeadCache:
@@ -97,9 +100,17 @@ class HeadCache:
         """Keep `data` (bytes at `start` of `path`)."""
         return self._store(self._path(path, f"{start}-{start + len(data)}.bin"), data)
 
-    def get_rows(self, path: str, group: int) -> tuple[dict[str, list], bool] | None:
-        """(columns, whether it is the file's last row group) of row group `group` of `path`, or None."""
-        data = self._load(self._path(path, f"rg{group}.json"))
+    def _rows_path(self, path: str, group: int, columns: tuple[str, ...]) -> str:
+        if columns == TEXT_COLUMNS:
+            return self._path(path, f"rg{group}.json")
+        read = hashlib.sha256("\0".join(columns).encode()).hexdigest()[:12]
+        return self._path(path, f"rg{group}.{read}.json")
+
+    def get_rows(self, path: str, group: int,
+                 columns: tuple[str, ...] = TEXT_COLUMNS) -> tuple[dict[str, list], bool] | None:
+        """(columns, whether it is the file's last row group) of row group `group` of `path` as kept by a reader of
+        `columns`, or None."""
+        data = self._load(self._rows_path(path, group, columns))
         try:
             entry = orjson.loads(data) if data is not None else None
         except orjson.JSONDecodeError:
@@ -109,13 +120,15 @@ class HeadCache:
         self._hit()
         return entry["columns"], bool(entry.get("last"))
 
-    def has_rows(self, path: str, group: int) -> bool:
-        """Whether row group `group` of `path` is kept (without reading it)."""
-        return os.path.isfile(self._path(path, f"rg{group}.json"))
+    def has_rows(self, path: str, group: int, columns: tuple[str, ...] = TEXT_COLUMNS) -> bool:
+        """Whether row group `group` of `path` is kept for a reader of `columns` (without reading it)."""
+        return os.path.isfile(self._rows_path(path, group, columns))
 
-    def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool) -> bool:
-        """Keep row group `group` of `path` decoded; callers keep only a stream's first row groups, in order."""
-        return self._store(self._path(path, f"rg{group}.json"), orjson.dumps({"columns": columns, "last": last}))
+    def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool,
+                 read: tuple[str, ...] = TEXT_COLUMNS) -> bool:
+        """Keep row group `group` of `path` decoded, for readers of the columns `read`; callers keep only a stream's
+        first row groups, in order."""
+        return self._store(self._rows_path(path, group, read), orjson.dumps({"columns": columns, "last": last}))
 
     def entry(self, name: str) -> bytes | None:
         """A named entry of this listing (the kept first batches: hub_first_batches), or None."""

@@ -96,11 +96,12 @@ class HubNative(HubSource):
         if self._reader is not None:
             self._reader.close()
         start = (at.file, at.group, at.row) if at is not None else (0, 0, 0)
-        self._reader = HubParquetReader(listing, head=self.head, start=start)
+        self._reader = HubParquetReader(listing, head=self.head, start=start, filtered=self.filtered)
         if self._warm and not self._reader.starts_from_cache():
             import_in_background("pyarrow.parquet")
         self._warm = True  # later epochs: pyarrow is loaded by now
-        return iter_hub(iter_rows(self._reader), self.spec.options.dataset, self.bad, self.options.strict)
+        return iter_hub(iter_rows(self._reader), self.spec.options.dataset, self.bad, self.options.strict,
+                        filtered=self.filtered)
 
     def first_batches(self, config, tokenizer: str):
         """The first batches earlier runs kept for this stream (hub_first_batches), or None when none can be: what

@@ -4,7 +4,9 @@ each row group, fetched ahead on a background thread into a bounded queue.
 The read-ahead thread (`fwe-hub-readahead`) walks the files and row groups in order: first the row groups the head
 cache holds decoded (hub_head_cache), then, for the rest of a file, one range request for its footer (its last
 64 KiB, more only when the metadata is larger; cached too) and one per row group covering the wanted column chunks
-(in FineWeb-Edu `text` and `id` are the first two columns, so the span is contiguous and holds nothing else). The
+(in FineWeb-Edu `text` and `id` are the first two columns, so the span is contiguous and holds nothing else). With a
+row filter (sources.where) its columns are read too, and a row group whose statistics in the footer rule every row
+out is not fetched at all (the consumer counts it; the rows of the others are filtered by the source). The
 consumer decodes each fetched row group from memory with pyarrow, and keeps the stream's first ones decoded in the
 head cache. At most `READ_AHEAD_GROUPS` row groups wait in the queue, which bounds memory; `close()` stops the
 thread without waiting for a read in flight (it is a daemon and its result is dropped), so a process ends promptly
@@ -25,6 +27,7 @@ from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_ranges import Ranges, column_span, fetch_range, parquet_footer
 from fwe_cli.loader.sources.hub_source import HubRowPosition
+from fwe_cli.loader.sources.where import Filtered
 
 READ_AHEAD_GROUPS = 4
 GATE_POLL_S = 0.05  # how often a gated read re-checks its condition (it is also woken when the condition changes)
@@ -39,9 +42,13 @@ class HubParquetReader:
 
     def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
                  read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0),
-                 first_rows: dict[int, tuple[int, int]] | None = None, fail_fast: bool = False):
+                 first_rows: dict[int, tuple[int, int]] | None = None, fail_fast: bool = False,
+                 filtered: Filtered | None = None):
+        self.filtered = filtered
+        """The source's filter and its counts (None: no filter): its columns are read, its row groups skipped."""
+        self.where = filtered.where if filtered is not None else None
+        self.columns = tuple(dict.fromkeys((*columns, *(self.where.columns if self.where else ()))))
         self.listing = listing
-        self.columns = columns
         self.head = head
         """Where footers and the first row groups are kept and found again (None: always the network)."""
         self.start = tuple(start)
@@ -89,7 +96,7 @@ class HubParquetReader:
         """Queue the row groups of `file` the head cache holds, from `group` on; (next group, whether the file is
         done)."""
         while self._serving:
-            hit = self.head.get_rows(file.path, group)
+            hit = self.head.get_rows(file.path, group, self.columns)
             if hit is None:
                 self._serving = False
                 break
@@ -111,15 +118,23 @@ class HubParquetReader:
                 self._pass_gate()  # the footer parse below imports pyarrow
                 url = resolve_url(self.listing.repo, self.listing.revision, file.path)
                 metadata, footer_start, footer = parquet_footer(url, file, self._read_footer)
-                names = [n for n in self.columns if n in metadata.schema.to_arrow_schema().names]
+                schema = metadata.schema.to_arrow_schema()
+                names = [n for n in self.columns if n in schema.names]
                 if "text" not in names:
                     raise SourceError(f"{file.path}: parquet file has no 'text' column")
+                if self.where is not None:
+                    self.where.check_schema(schema.names, {f.name: f.type for f in schema}, file.path)
                 if not self._handoff.put(("file", index, metadata, footer_start, footer, names)):
                     return
                 for group in range(first, metadata.num_row_groups):
-                    start, end = column_span(metadata.row_group(group), names)
-                    self._pass_gate()
+                    row_group = metadata.row_group(group)
                     last = group == metadata.num_row_groups - 1
+                    if self.where is not None and not self.where.may_match(row_group):
+                        if not self._handoff.put(("skip", group, row_group.num_rows)):
+                            return
+                        continue
+                    start, end = column_span(row_group, names)
+                    self._pass_gate()
                     if not self._handoff.put(("group", group, last, start, fetch_range(url, start, end, self.fail_fast))):
                         return
             self._handoff.put(END)
@@ -136,7 +151,7 @@ class HubParquetReader:
     def starts_from_cache(self) -> bool:
         """Whether the stream's first row group is in the head cache (then nothing needs pyarrow before it)."""
         files = self.listing.files
-        return self.head is not None and bool(files) and self.head.has_rows(files[0].path, 0)
+        return self.head is not None and bool(files) and self.head.has_rows(files[0].path, 0, self.columns)
 
     def read_ahead_now(self) -> None:
         """Open the gate: read ahead freely from now on."""
@@ -189,6 +204,11 @@ class HubParquetReader:
                     view.put(footer_start, footer)
                     parquet = pq.ParquetFile(view, metadata=metadata, pre_buffer=False)
                     continue
+                if item[0] == "skip":  # ruled out by its statistics: not fetched, and the head cache's prefix ends
+                    self.filtered.row_groups += 1
+                    self.filtered.documents += item[2]
+                    self._keeping = False
+                    continue
                 _, group, last, start, data = item
                 note("parse")
                 view.put(start, data)
@@ -198,7 +218,7 @@ class HubParquetReader:
                 view.drop(keep=1)
                 columns = {name: table.column(name).to_pylist() for name in names}
                 if self._keeping:  # the stream's first row groups, in order: kept decoded while the budget lasts
-                    self._keeping = self.head.put_rows(file.path, group, columns, last)
+                    self._keeping = self.head.put_rows(file.path, group, columns, last, self.columns)
                 yield number, group, columns, last
         finally:
             self.close()
@@ -212,8 +232,8 @@ class HubParquetReader:
 
 
 def iter_rows(reader: HubParquetReader) -> Iterator[tuple[dict, HubRowPosition]]:
-    """The reader's rows as ({'text': ..., 'id': ...} (the columns it has), position after the row), in file and row
-    order from the reader's start."""
+    """The reader's rows as ({'text': ..., 'id': ...} (the columns it has, a filter's too), position after the row),
+    in file and row order from the reader's start (row groups its filter skipped are not among them)."""
     for number, group, columns, _last in reader:
         names = list(columns)
         first_group, first_row = reader.begins_at(number)

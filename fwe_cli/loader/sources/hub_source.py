@@ -13,6 +13,7 @@ from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.where import Filtered, Where, check_where, where_of
 
 HUB_READERS = ("native", "datasets")
 
@@ -30,8 +31,11 @@ class HubOptions:
     hub_reader: str = "native"
     """'native' (huggingface_hub + pyarrow range reads) or 'datasets' (datasets streaming, the reference; same
     documents in the same order)."""
+    where: str | None = None
+    """A row filter on the files' columns (sources.where): only passing rows are documents."""
 
     def __post_init__(self) -> None:
+        check_where(self.where)
         if self.hub_reader not in HUB_READERS:
             raise SettingError(lambda n: f"{n('hub_reader')} must be one of {', '.join(HUB_READERS)}; "
                                          f"got {self.hub_reader!r}")
@@ -57,6 +61,12 @@ class HubSource(Source):
     adopts = ("revision",)
     uses_hub = True
 
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self.where = where_of(spec.options)
+        """The row filter (None: every row is a document)."""
+        self.filtered = Filtered(self.where) if self.where is not None else None
+
     @classmethod
     def location(cls, spec) -> str:
         return spec.options.dataset
@@ -64,7 +74,8 @@ class HubSource(Source):
     def describe(self) -> dict:
         o = self.spec.options
         return {"kind": self.spec.kind, "dataset": o.dataset, "name": o.name, "split": o.split,
-                "reader": o.hub_reader, "revision": self.revision or o.revision, "bad_records": self.bad.to_dict()}
+                "reader": o.hub_reader, "revision": self.revision or o.revision, "bad_records": self.bad.to_dict(),
+                **(self.filtered.describe() if self.filtered is not None else {})}
 
     def pinned(self) -> dict:
         """The spec's options and the commit read: a resume reads that commit again, whatever its branch is now."""
@@ -72,12 +83,17 @@ class HubSource(Source):
 
 
 def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords, strict: bool,
-             counted: int = 0) -> Iterator[tuple[Document, object]]:
+             counted: int = 0, filtered: Filtered | None = None) -> Iterator[tuple[Document, object]]:
     """(document, position after it) for the good rows of `rows` ((row, position after it) pairs from either Hub
-    reader), unsharded; `counted` rows came before. A row whose `text` is not a string is counted in `bad` as
-    `{dataset}#row{n}` (or raises with `strict`); a row without a string `id` is named `{dataset}#{row index}`."""
+    reader), unsharded; `counted` rows came before. A row that does not pass the filter of `filtered` is counted
+    there; a row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` (or raises with `strict`); a
+    row without a string `id` is named `{dataset}#{row index}`."""
+    where: Where | None = filtered.where if filtered is not None else None
     for row, after in rows:
         counted += 1
+        if where is not None and not where.matches(row, lambda: f"{dataset}#row{counted}"):
+            filtered.documents += 1
+            continue
         text = row.get("text")
         if not isinstance(text, str):
             bad.reject(f"{dataset}#row{counted}", bad_text_reason(text), strict)

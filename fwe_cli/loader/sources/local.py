@@ -5,6 +5,10 @@ Formats, by extension:
 - `.txt`: one document per line (empty lines skipped).
 - `.parquet`: the `text` column, read in row-group batches.
 
+A row filter (sources.where) is applied per record to JSONL (a record lacking a column it names is an error naming
+the line: JSONL has no schema, and a typo must not empty the stream silently) and to parquet, whose row groups that
+their statistics rule out are not read; TXT has no fields to filter (the source refuses the filter).
+
 Which files a path names (file, directory, glob, bootstrap), and the checks made before any is opened: see
 local_files. A file that cannot be read to its end (truncated or corrupt compressed data, an I/O error) is an
 error naming it and where reading stopped, never a stream that silently ends early.
@@ -27,6 +31,7 @@ from fwe_cli.errors import FweError, InputError, SourceError, os_error_line
 from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.where import Filtered, Where
 from fwe_cli.loader.sources.local_files import (  # noqa: F401  (the names callers import from here)
     JSONL_SUFFIXES, MANIFEST_NAME, SIDECAR_MANIFEST_SUFFIX, SUPPORTED_SUFFIXES, read_manifest, resolve_files,
 )
@@ -112,11 +117,14 @@ def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, 
 
 
 def scan_parquet(
-    path: str, bad: BadRecords, strict: bool, all_columns: bool = False, start_row: int = 0
+    path: str, bad: BadRecords, strict: bool, all_columns: bool = False, start_row: int = 0,
+    filtered: Filtered | None = None,
 ) -> Iterator[tuple[dict, int]]:
-    """(record, row number from 1) for each row with a string `text`, after the first `start_row` rows.
+    """(record, row number from 1) for each row with a string `text` (that passes the filter of `filtered`, which
+    counts those that do not), after the first `start_row` rows.
 
-    Reads only `text` and `id` unless `all_columns`; whole row groups before `start_row` are not read.
+    Reads only `text` and `id` (and the filter's columns) unless `all_columns`; whole row groups before `start_row`,
+    and those whose statistics rule out every row of the filter's, are not read.
     """
     import pyarrow.parquet as pq
 
@@ -127,24 +135,79 @@ def scan_parquet(
     names = parquet.schema_arrow.names
     if "text" not in names:
         raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
-    columns = None if all_columns else [c for c in ("text", "id") if c in names]
+    where = filtered.where if filtered is not None else None
+    if where is not None:
+        where.check_schema(names, {f.name: f.type for f in parquet.schema_arrow}, path)
+    wanted = ("text", "id", *(where.columns if where is not None else ()))
+    columns = None if all_columns else list(dict.fromkeys(c for c in wanted if c in names))
     first, row = 0, 0
     while first < parquet.num_row_groups and row + parquet.metadata.row_group(first).num_rows <= start_row:
         row += parquet.metadata.row_group(first).num_rows
         first += 1
-    groups = list(range(first, parquet.num_row_groups))
-    if not groups:
-        return
-    for batch in parquet.iter_batches(batch_size=1000, columns=columns, row_groups=groups):
-        for record in batch.to_pylist():
-            row += 1
-            if row <= start_row:
-                continue
-            text = record.get("text")
-            if isinstance(text, str):
-                yield record, row
-                continue
-            bad.reject(f"{path}:row{row}", bad_text_reason(text), strict)
+    for groups in _runs(parquet.metadata, first, where, filtered):
+        if isinstance(groups, int):  # rows of row groups the filter rules out, not read
+            row += groups
+            continue
+        for batch in parquet.iter_batches(batch_size=1000, columns=columns, row_groups=groups):
+            for record in batch.to_pylist():
+                row += 1
+                if row <= start_row:
+                    continue
+                if where is not None and not where.matches(record, lambda: f"{path}:row{row}"):
+                    filtered.documents += 1
+                    continue
+                text = record.get("text")
+                if isinstance(text, str):
+                    yield record, row
+                    continue
+                bad.reject(f"{path}:row{row}", bad_text_reason(text), strict)
+
+
+def _runs(metadata, first: int, where: Where | None, filtered: Filtered | None) -> Iterator[list[int] | int]:
+    """From row group `first` on: each run of consecutive row groups to read (a list), and between them the rows of
+    those the filter's statistics rule out (an int; counted in `filtered`)."""
+    run: list[int] = []
+    for group in range(first, metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        if where is None or where.may_match(row_group):
+            run.append(group)
+            continue
+        if run:
+            yield run
+            run = []
+        filtered.row_groups += 1
+        filtered.documents += row_group.num_rows
+        yield row_group.num_rows
+    if run:
+        yield run
+
+
+def check_fields(path: str, where: Where) -> None:
+    """ConfigError unless the filter's columns are in a parquet file's schema (with types its literals compare with),
+    or in the first record of a JSONL file: a source that lacks them is refused as it opens, before anything is read
+    or written (later records and files are checked as they are read)."""
+    if path.endswith(JSONL_SUFFIXES):
+        first = next(scan_jsonl(path, BadRecords(), False), None)
+        if first is not None:
+            where.matches(first[0], lambda: f"{path}:{first[2]}")
+    elif path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.read_schema(path)
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+        where.check_schema(schema.names, {f.name: f.type for f in schema}, path)
+
+
+def passing_lines(records: Iterator[tuple], path: str, filtered: Filtered) -> Iterator[tuple]:
+    """The items of scan_jsonl(path) whose record passes the filter of `filtered` (which counts the others)."""
+    where = filtered.where
+    for item in records:
+        if where.matches(item[0], lambda: f"{path}:{item[2]}"):
+            yield item
+        else:
+            filtered.documents += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,19 +220,23 @@ class FilePosition(Position, name="file"):
     line: int
 
 
-def iter_local(files: list[str], bad: BadRecords, strict: bool,
-               start: FilePosition | None = None) -> Iterator[tuple[Document, FilePosition]]:
-    """(document, position just after it) for every document of `files` in order (unsharded), from `start`: a stream
-    opened at a position continues with the next document without reading what came before (a .gz is decompressed
-    from its start up to the offset)."""
+def iter_local(files: list[str], bad: BadRecords, strict: bool, start: FilePosition | None = None,
+               filtered: Filtered | None = None) -> Iterator[tuple[Document, FilePosition]]:
+    """(document, position just after it) for every document of `files` in order (unsharded) that passes the filter
+    of `filtered` (None: all), from `start`: a stream opened at a position continues with the next document without
+    reading what came before (a .gz is decompressed from its start up to the offset)."""
     first, begin, lineno = (start.file, start.offset, start.line) if start is not None else (0, 0, 0)
+    where = filtered.where if filtered is not None else None
     for number in range(first, len(files)):
         path = files[number]
         at, line = (begin, lineno) if number == first else (0, 0)
         # The loader's path: wrapping scan_jsonl (one reader for the loader and bootstrap) costs nothing measurable
         # against a loop of its own (runbooks/throughput.md).
         if path.endswith(JSONL_SUFFIXES):
-            for record, text, line, end, _raw in scan_jsonl(path, bad, strict, at, line):
+            records = scan_jsonl(path, bad, strict, at, line)
+            if where is not None:  # (the unfiltered loop stays as it was: no test per record)
+                records = passing_lines(records, path, filtered)
+            for record, text, line, end, _raw in records:
                 rid = record.get("id")
                 yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{path}:{line}")), \
                     FilePosition(number, end, line)
@@ -177,7 +244,7 @@ def iter_local(files: list[str], bad: BadRecords, strict: bool,
             for text, line, end in scan_txt(path, at, line):
                 yield Document(text=text, id=PlaceName(f"{path}:{line}")), FilePosition(number, end, line)
         else:
-            for record, row in scan_parquet(path, bad, strict, start_row=at):
+            for record, row in scan_parquet(path, bad, strict, start_row=at, filtered=filtered):
                 rid = record.get("id")
                 name = rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")
                 yield Document(text=record["text"], id=name), FilePosition(number, row, row)

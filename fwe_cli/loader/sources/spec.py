@@ -20,8 +20,8 @@ from typing import Any, Iterator, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.sources.registry import LEAF_KINDS, kinds, options_class, source_class
 
-SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "tail", "holdout",
-                "holdout_split")
+SOURCE_FLAGS = ("source", "local_path", "dataset", "name", "split", "revision", "hub_reader", "seed", "where", "tail",
+                "holdout", "holdout_split")
 """The flags that name a source: a leaf kind and its options, --tail, which wraps a bootstrap in the head_tail
 composite, and --holdout/--holdout-split, which wrap the stream in one side of a held-out split
 (`SourceSpec.from_flags`)."""

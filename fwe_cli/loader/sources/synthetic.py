@@ -25,6 +25,7 @@ from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.base import Order, Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.where import Filtered, check_where, parse_where, where_of
 
 MEDIAN_CHARS = 2000
 SIGMA = 1.05
@@ -112,13 +113,25 @@ def synthetic_record(seed: int, index: int) -> dict:
     }
 
 
+# The ten fields of a record (FineWeb-Edu's), with their parquet types: what a --where on this source may name.
+FIELDS = {"text": "string", "id": "string", "dump": "string", "url": "string", "file_path": "string",
+          "language": "string", "language_score": "double", "token_count": "int64", "score": "double",
+          "int_score": "int64"}
+
+
 @dataclass(frozen=True)
 class SyntheticOptions:
     seed: int = 0
     """The stream's seed: record i depends only on (seed, i)."""
+    where: str | None = None
+    """A row filter on the records' ten fields (sources.where): only passing records are documents (each record is
+    then made whole to be judged, its text included)."""
 
     def __post_init__(self) -> None:
         check_limit("seed", self.seed)
+        check_where(self.where)
+        if self.where is not None:
+            parse_where(self.where).check_schema(list(FIELDS), FIELDS, "the synthetic source")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,29 +147,78 @@ class SyntheticSource(Source):
     Options = SyntheticOptions
     position_type = SyntheticPosition
 
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self.where = where_of(spec.options)
+        self.filtered = Filtered(self.where) if self.where is not None else None
+
     @classmethod
     def location(cls, spec) -> str:
         return f"the synthetic source (seed {spec.options.seed})"
 
+    def describe(self) -> dict:
+        info = super().describe()
+        return dict(info, **self.filtered.describe()) if self.filtered is not None else info
+
     def documents(self, epoch: int, at: SyntheticPosition | None,
                   order: Order) -> Iterator[tuple[Document, SyntheticPosition]]:
-        """Every document of the stream, each text made only when read: a shard makes just the documents it keeps."""
+        """Every document of the stream, each text made only when read: a shard makes just the documents it keeps
+        (with a filter, every record is made whole to be judged)."""
         seed = self.spec.options.seed
+        if self.filtered is not None:
+            yield from self._passing(at.index if at else 0)
+            return
         for index in itertools.count(at.index if at else 0):
             yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), \
                 SyntheticPosition(index + 1)
+
+    def _passing(self, index: int) -> Iterator[tuple[Document, SyntheticPosition]]:
+        """The documents of the records that pass the filter, from record `index` on."""
+        for index, record in self.passing_records(index):
+            yield Document(text=record["text"], id=record["id"]), SyntheticPosition(index + 1)
+
+    def passing_records(self, index: int) -> Iterator[tuple[int, dict]]:
+        """(index, record) of each record from `index` on that passes the filter (the others counted)."""
+        seed, where, filtered = self.spec.options.seed, self.where, self.filtered
+        for index in itertools.count(index):
+            record = synthetic_record(seed, index)
+            if where.matches(record):
+                yield index, record
+            else:
+                filtered.documents += 1
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return SyntheticRecords(self, shard, start, all_fields, bad)
 
 
 class SyntheticRecords(Records):
-    """The shard's records, all ten fields; position {"index"}: the next record index of the stream."""
+    """The shard's records, all ten fields; position {"index"}: the next record index of the stream (with a filter:
+    {"index": passing records read, every shard's, "record": the next record index of the stream})."""
+
+    def __init__(self, source, shard, start=None, all_fields=False, bad=None):
+        super().__init__(source, shard, start, all_fields, bad)
+        self._record = int(self.start.get("record", self.index))
+
+    def position(self) -> dict:
+        position = super().position()
+        return dict(position, record=self._record) if self.source.filtered is not None else position
 
     def _records(self) -> Iterator[tuple[dict, None]]:
+        if self.source.filtered is not None:
+            yield from self._passing()
+            return
         shard, seed = self.shard, self.source.spec.options.seed
         index = shard.first_owned(self.index)
         while True:
             self.index = index + 1
             yield synthetic_record(seed, index), None
             index += shard.mod
+
+    def _passing(self) -> Iterator[tuple[dict, None]]:
+        index = self.index
+        for at, record in self.source.passing_records(self._record):
+            owned = self.shard.owns(index)
+            index += 1
+            if owned:
+                self.index, self._record = index, at + 1
+                yield record, None

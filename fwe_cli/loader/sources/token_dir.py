@@ -26,7 +26,7 @@ from typing import Iterator
 
 import numpy as np
 
-from fwe_cli.errors import FweNotice, InputError
+from fwe_cli.errors import ConfigError, FweNotice, InputError
 from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.file_sources import LocalPath
@@ -125,6 +125,8 @@ class TokenDir(LocalPath):
     def _fresh_tokens(cls, spec, options) -> str | None:
         """The bootstrap's tokens/ when --tokenizer is the one they were made with and they are complete and made
         from the bootstrap's parts as they are now (a bootstrap extended since holds documents they lack)."""
+        if spec.options.where is not None:  # a filtered bootstrap is read as text: its tokens hold every document
+            return None
         tokens_dir = bootstrap_tokens(spec.options.local_path) if options.tokenizer else None
         manifest = token_manifest(tokens_dir) if tokens_dir else None
         if manifest is None or not manifest.get("complete"):
@@ -155,6 +157,9 @@ class TokenDir(LocalPath):
         return self.pretokenized().name
 
     def list_files(self) -> list[str]:
+        if self.where is not None:
+            raise ConfigError(f"--where filters records by their fields; {self.path} is a token directory (token ids, "
+                              "no fields): filter the text it was made from, or drop --where")
         return resolve_shards(self.pretokenized(), self.options.allow_partial, self.options.verify_parts)
 
     def documents(self, epoch: int, at: TokenPosition | None,
