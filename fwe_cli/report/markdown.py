@@ -6,6 +6,7 @@ from __future__ import annotations
 from fwe_cli.loader.quantiles import percentiles_ms
 from fwe_cli.measure.tune_warmup import warmup_text
 from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, tune_heatmaps
+from fwe_cli.report.mix_shares import MixShares, share_text
 from fwe_cli.report.plan import Section
 from fwe_cli.report.series import Timeline
 
@@ -138,6 +139,21 @@ def _heartbeats(section: Section) -> list[str]:
             "batch; step: the training step estimated from the gaps between heartbeat lines.", ""]
 
 
+def mix_lines(mix: MixShares) -> list[str]:
+    """The mix's table: each source's weight against its realized shares of tokens and documents, and what they
+    count (— where none was counted: a mix by documents counts no tokens); a line before it says over what, what
+    the weights are shares of and the largest gap."""
+    of = (f"the weights are shares of {mix.by}" if mix.by else
+          "the weights are shares of tokens or of documents (the heartbeat lines do not say which)")
+    gap = "" if mix.largest_gap is None else (f"; the largest gap between a weight and its realized share: "
+                                              f"{mix.largest_gap * 100:.2f} points")
+    lines = [f"**Mix of {len(mix.sources)} sources** over {mix.over}: {of}{gap}.", ""]
+    return lines + table(["source", "weight", "share of tokens", "share of documents", "documents", "tokens"], [
+        [s.source, share_text(s.weight), share_text(s.token_share), share_text(s.document_share),
+         "—" if s.document_share is None else f"{s.documents:,}",
+         "—" if s.token_share is None else f"{s.tokens:,}"] for s in mix.sources]) + [""]
+
+
 RENDER = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}
 
 
@@ -151,6 +167,8 @@ def render_markdown(sections: list[Section], drawn: set[str], notes: list[str], 
         if section.timelines:
             lines += table(["process", "steps", "loader first batch", "wait p50", "p95", "max", "time waiting",
                             "step", "queue fill", "errors"], timeline_rows(section.timelines)) + [""]
+        if section.mix is not None:
+            lines += mix_lines(section.mix)
         for picture in section.pictures:
             if picture.file in drawn:
                 lines += [f"![{picture.title}]({picture.file})", ""]

@@ -2,7 +2,8 @@
 
 A measure summary: the phase waterfall, each run's timeline, the stage split of the waits, the regression deltas
 when gated. A tune summary: one heat map per tokenizer-thread count. A smoke artifact: the regression deltas, the
-stage split. Heartbeat files: one timeline with every rank (process) overlaid, and the stage split per rank.
+stage split. Heartbeat files: one timeline with every rank (process) overlaid, and the stage split per rank. Any of
+them read from a mix of sources: each source's realized share against its weight (mix_shares).
 Files are named `<input number>-<kind>-<what>.png`, so several inputs of one kind never collide."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from fwe_cli.report.figures import phase_waterfall, regression_deltas, run_label, tune_heatmaps
 from fwe_cli.report.inputs import Input
+from fwe_cli.report.mix_shares import MixShares, artifact_mix, heartbeat_mix
 from fwe_cli.report.series import StageSplit, Timeline, group_by_process, stage_split, stage_totals, timeline
 
 DPI = 100  # sizes are in pixels; a figure is size / DPI inches
@@ -32,7 +34,7 @@ class Picture:
     file: str
     """File name inside the output folder."""
     kind: str
-    """waterfall | timeline | stages | heatmap | deltas"""
+    """waterfall | timeline | stages | heatmap | deltas | mix"""
     title: str
     data: object
     size_px: tuple[int, int]
@@ -41,12 +43,13 @@ class Picture:
 
 @dataclass(frozen=True)
 class Section:
-    """One input's part of the report: the input, its timelines (for the Markdown's figures) and its pictures."""
+    """One input's part of the report: the input, its timelines and mix (for the Markdown's figures), its pictures."""
 
     number: int
     input: Input
     timelines: tuple[Timeline, ...]
     pictures: tuple[Picture, ...]
+    mix: MixShares | None = None
 
 
 def _slug(text: str) -> str:
@@ -81,6 +84,12 @@ def _deltas_picture(file: str, title: str, record: dict) -> list[Picture]:
     return [Picture(file, "deltas", title, deltas, (1000, _rows_height(220, 70, len(deltas.bars))))]
 
 
+def _mix_picture(file: str, title: str, mix: MixShares | None) -> list[Picture]:
+    if mix is None:
+        return []
+    return [Picture(file, "mix", title, mix, (1000, _rows_height(230, 75, len(mix.sources))))]
+
+
 def _measure(n: int, inp: Input) -> Section:
     record, pictures, timelines, named = inp.record or {}, [], [], []
     waterfall = phase_waterfall(record)
@@ -102,7 +111,9 @@ def _measure(n: int, inp: Input) -> Section:
         named.append((label, by_stage if isinstance(by_stage, dict) else split.totals if split else {}))
     pictures += _stages_picture(f"{n}-measure-stages.png", "fwe measure — waits by producer stage", named)
     pictures += _deltas_picture(f"{n}-measure-regression.png", "fwe measure — regression gate", record)
-    return Section(n, inp, tuple(timelines), tuple(pictures))
+    mix = artifact_mix("measure", record)
+    pictures += _mix_picture(f"{n}-measure-mix.png", "fwe measure — each source's share against its weight", mix)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix)
 
 
 def _tune(n: int, inp: Input) -> Section:
@@ -113,7 +124,9 @@ def _tune(n: int, inp: Input) -> Section:
                                                          else f", tokenizer threads {heatmap.threads}")
         size = (max(700, 340 + 120 * len(heatmap.queue_depths)), max(420, 220 + 70 * len(heatmap.doc_batches)))
         pictures.append(Picture(f"{n}-tune-heatmap{suffix}.png", "heatmap", title, heatmap, size))
-    return Section(n, inp, (), tuple(pictures))
+    mix = artifact_mix("tune", inp.record or {})
+    pictures += _mix_picture(f"{n}-tune-mix.png", "fwe tune — each source's share against its weight", mix)
+    return Section(n, inp, (), tuple(pictures), mix)
 
 
 def _smoke(n: int, inp: Input) -> Section:
@@ -122,7 +135,9 @@ def _smoke(n: int, inp: Input) -> Section:
     pictures = _deltas_picture(f"{n}-smoke-regression.png", "fwe smoke — regression gate", record)
     pictures += _stages_picture(f"{n}-smoke-stages.png", "fwe smoke — waits by producer stage",
                                 [("smoke", by_stage)] if isinstance(by_stage, dict) else [])
-    return Section(n, inp, (), tuple(pictures))
+    mix = artifact_mix("smoke", record)
+    pictures += _mix_picture(f"{n}-smoke-mix.png", "fwe smoke — each source's share against its weight", mix)
+    return Section(n, inp, (), tuple(pictures), mix)
 
 
 def _heartbeats(n: int, inp: Input) -> Section:
@@ -139,7 +154,9 @@ def _heartbeats(n: int, inp: Input) -> Section:
         pictures.append(_timeline_picture(f"{n}-heartbeats-timeline.png", title, timelines, splits[0]))
     pictures += _stages_picture(f"{n}-heartbeats-stages.png", "training job — waits by producer stage",
                                 [(s.label, s.totals) for s in splits if s is not None])
-    return Section(n, inp, tuple(timelines), tuple(pictures))
+    mix = heartbeat_mix(lines)
+    pictures += _mix_picture(f"{n}-heartbeats-mix.png", "training job — each source's share against its weight", mix)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix)
 
 
 PLANNERS = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}

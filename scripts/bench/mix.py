@@ -52,7 +52,7 @@ def split_corpus(path: str, directory: str, parts: int = 3) -> list[str]:
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser():
     parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--reps", type=int, default=3, help="interleaved runs of each contender (default 3)")
     parser.add_argument("--min-mb", type=float, default=40.0, help="corpus size in MB (default 40)")
@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic", action="store_true", help="synthetic records instead of real FineWeb text")
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "fwe_bench_data"),
                         help="where the corpus is built and kept")
-    args = harness.parse(parser, argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     corpus, kind = build_corpus(args.data, args.min_mb, args.synthetic)
     folder = os.path.join(args.data, f"mix_{os.path.basename(corpus)}")
     os.makedirs(folder, exist_ok=True)
