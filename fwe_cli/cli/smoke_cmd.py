@@ -135,7 +135,12 @@ def _summary(result: dict, artifact: str) -> None:
     table.add_row("tokens/s", f"{result['tokens_per_s']:,.0f}")
     tok = result["tokenizer"] or {}
     table.add_row("tokenizer", escape(f"{tok.get('name')} ({tok.get('backend')}, vocab {tok.get('vocab_size')})"))
-    table.add_row("source", escape(", ".join(f"{k}={v}" for k, v in result["source"].items() if k != "bad_records")))
+    table.add_row("source", escape(", ".join(f"{k}={v}" for k, v in result["source"].items()
+                                             if k not in ("bad_records", "sources", "children"))))
+    if len(result["loader"].get("sources") or ()) > 1:  # a mix: each source's share
+        for entry in result["loader"]["sources"]:
+            table.add_row("  mix source", escape(f"{entry['source']}: weight {entry['weight']:g}, "
+                                                f"{entry['documents']:,} documents, {entry['tokens'] or 0:,} tokens"))
     bad = result["source"].get("bad_records")
     if bad and bad["count"]:
         table.add_row("bad records", f"[yellow]{bad['count']} skipped[/], first: {escape(str(bad['examples'][0]))}")

@@ -231,3 +231,14 @@ def test_a_held_out_split_beside_a_mix_splits_each_of_its_sources(tmp_path):
     assert not train & held and {d for d in train | held if d.startswith("a")} == {f"a{i}" for i in range(300)}
     alone = resolve_config(env={}, local_path=str(a), tokenizer="byte", holdout=0.1, holdout_split="holdout")
     assert held == {doc.id for doc in DocumentStream(alone)}
+
+
+def test_a_cycled_source_without_documents_is_one_line_not_a_hang(tmp_path):
+    """A mix whose cycled source holds no document fails at once naming it (no endless walk through empty epochs)."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    path = mix_file(tmp_path, {"weight": 1, "local_path": str(empty), "stop": "cycle"},
+                    {"weight": 1, "source": "synthetic"})
+    with FineWebLoader(resolve_config(env={}, mix=path, tokenizer="byte", seq_len=64, loader_timeout=60)) as loader:
+        with pytest.raises(ConfigError, match="has no document to cycle through"):
+            loader.next_batch()

@@ -94,12 +94,27 @@ class _Child:
         if start is None and plans is not None and plans.starts[number] is not None:
             start = resume_from_json(plans.starts[number])
             source.check_position(start["at"])
-        docs = ordered(lambda epoch, at: source.documents(epoch, at, order.files), order.shard,
-                       1 << 62 if cycle else order.epochs, order.seed, order.window, start,
-                       plans.plan(number) if plans is not None else None)
+        plan = plans.plan(number) if plans is not None else None
+        docs = ordered(lambda epoch, at: source.documents(epoch, at, order.files), order.shard, order.epochs,
+                       order.seed, order.window, start, plan) if not cycle else self._cycled(source, order, start, plan)
         if cursor is not None:
             next(docs, None)  # the cursor's document was taken before
         self.docs = docs if encode is None else self._encoded(docs, encode, pool, threads)
+
+    @staticmethod
+    def _cycled(source: Source, order: StreamOrder, start: dict | None, plan) -> Iterator[Document]:
+        """The child's documents epoch after epoch without end; it ends (and so does a mix that needs it) when an
+        epoch holds none."""
+        epoch = int(start["epoch"]) if start else 0
+        while True:
+            found = False
+            for doc in ordered(lambda e, at: source.documents(e, at, order.files), order.shard, epoch + 1,
+                               order.seed, order.window, start if start else {"epoch": epoch}, plan):
+                found = True
+                yield doc
+            if not found:
+                return
+            epoch, start = epoch + 1, None
 
     @staticmethod
     def _encoded(docs: Iterator[Document], encode, pool, threads) -> Iterator[Document]:
@@ -138,9 +153,23 @@ class Mixture(Source):
         self.counts = [0] * len(self.children)
         self.documents_taken = [0] * len(self.children)
         self.tokens_taken = [0] * len(self.children)
+        shards = [child.pretokenized() for child in self.children]
+        self._shards = shards[0] if all(s is not None and (s.eos_id, s.vocab_size) == (shards[0].eos_id,
+                                                                                         shards[0].vocab_size)
+                                        for s in shards) else None
+        self.reads_tokens = self._shards is not None  # token directories all: no tokenizer runs
         self._tokenizer: Callable[[], Callable] | None = None
         self._threads = 1
         self._pool: ThreadPoolExecutor | None = None
+
+    def pretokenized(self):
+        """When every source is a token directory of one vocabulary: the first one's (no tokenizer is loaded)."""
+        return self._shards
+
+    def default_tokenizer(self) -> str:
+        """The sources' own tokenizer when they agree (token directories), else 'byte'."""
+        names = {child.default_tokenizer() for child in self.children}
+        return names.pop() if len(names) == 1 else "byte"
 
     def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:
         """`make()` gives the function encoding texts to their ids (the loader's tokenizer, once it is loaded):
@@ -168,7 +197,7 @@ class Mixture(Source):
             tokens = len(doc.ids) + 1 - doc.delivered if doc.ids is not None else None
             self.counts[c] += tokens if self.spec.options.by == "tokens" else 1
             self.documents_taken[c] += 1
-            self.tokens_taken[c] += tokens or 0
+            self.tokens_taken[c] += tokens or 0  # (by documents, texts are not encoded here: None in `realized`)
             doc.resume = {"epoch": 0, "index": index, "at": before, "k": 0}
             index += 1
             yield doc
@@ -217,8 +246,9 @@ class Mixture(Source):
     # -- what the mix realized ---------------------------------------------------------------------------------------
     def realized(self) -> list[dict]:
         """Each child's weight and what was taken from it: {source, weight, documents, tokens}."""
+        counted = self.spec.options.by == "tokens" or self._shards is not None
         return [{"source": child.location(child.spec), "weight": round(share, 6), "documents": docs,
-                 "tokens": tokens} for child, share, docs, tokens in
+                 "tokens": tokens if counted else None} for child, share, docs, tokens in
                 zip(self.children, self.shares, self.documents_taken, self.tokens_taken)]
 
     def figures(self) -> dict | None:
@@ -226,7 +256,7 @@ class Mixture(Source):
 
     def on_batch(self, segment, step: int, fetch_s: float, emit: Emit) -> dict:
         if step % MIX_EVENT_STEPS == 0:
-            emit("fineweb_mix", step=step, sources=self.realized())
+            emit("fineweb_mix", step=step, by=self.spec.options.by, sources=self.realized())
         return {}
 
     def describe(self) -> dict:
