@@ -5,6 +5,7 @@
 - `hubsim_server` (session): the server on an ephemeral 127.0.0.1 port, stopped at the end.
 - `hub` (function): a `HubRun` on that server with no faults and an empty request log; faults, RTT
   proxy and request log are reset afterwards.
+- `cdn` (function): a second server on the same repos, for the Hub's redirects to lead to (another host:port).
 
 Clients run in subprocesses whose environment comes from `HubRun.env(home)`: HF_ENDPOINT set before any
 client is imported, a cold (or reused) HF_HOME, download counts, telemetry and datasets' parquet-export
@@ -127,6 +128,15 @@ def hub(hubsim_server, tmp_path):
     run = HubRun(hubsim_server, tmp_path / "hub")
     yield run
     run.close()
+
+
+@pytest.fixture
+def cdn(hubsim_root):
+    """A second test server on the same repos, on a port of its own: the CDN a redirect fault (redirect_to=cdn.url)
+    sends the Hub's file reads to, another host:port as far as a client can tell."""
+    server = HubServer(hubsim_root).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
