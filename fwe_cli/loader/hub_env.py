@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 
 def _truthy(value: str | None) -> bool:
@@ -70,22 +69,22 @@ def fwe_cache_dir() -> str:
     return os.path.join(hub_cache_dir(), "fwe")
 
 
-# -- the request clock ---------------------------------------------------------------------------------------------
-_sent: list[float] = []
+# -- the request count: a number, not a record per request, so a long run's accounting stays the same size --------
+_sent = 0
 _sent_lock = threading.Lock()
 
 
 def note_request() -> None:
-    """Record that an HTTP request to the Hub is being sent now (perf_counter time)."""
+    """Count one HTTP request to the Hub, being sent now."""
+    global _sent
     with _sent_lock:
-        _sent.append(time.perf_counter())
+        _sent += 1
 
 
-def request_times() -> list[float]:
-    """perf_counter time of every Hub request recorded in this process (huggingface_hub's, once `fwe_cli.measure.
-    hub_requests` counts them, and `fetch`'s)."""
-    with _sent_lock:
-        return list(_sent)
+def requests_sent() -> int:
+    """How many Hub requests this process has counted so far (fwe's own, and huggingface_hub's once
+    `fwe_cli.measure.hub_requests` counts them). A run's share is the difference of two readings."""
+    return _sent
 
 
 # -- the cache, the token and one HEAD, without huggingface_hub's HTTP stack ----------------------------------------
