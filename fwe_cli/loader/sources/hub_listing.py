@@ -25,7 +25,8 @@ import orjson
 
 from fwe_cli.artifacts import write_atomic
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import fwe_cache_dir, head, offline, resolve_url
+from fwe_cli.loader.hub_env import fwe_cache_dir, offline, resolve_url
+from fwe_cli.loader.http import head
 from fwe_cli.loader.job_ranks import share
 from fwe_cli.loader.node_lock import node_lock, process_started_at
 from fwe_cli.loader.sources.hub_api import OPEN_TIMEOUT_S, ask, dataset_at, head_revision, paths_info
