@@ -118,22 +118,23 @@ def _manager(url: str):
     return manager
 
 
-def _failure(exc: Exception, what: str, timeout: float) -> Exception:
-    """urllib3's exception `exc` (of `what`, 'GET URL') as the error transient.py classifies (the caller chains it)."""
+def _failure(exc: Exception, what: str, timeout: float, reading: bool = False) -> Exception | None:
+    """urllib3's exception `exc` (of `what`, 'GET URL'; `reading`: of an answer's body) as the error transient.py
+    classifies, for the caller to raise from `exc`; None for one that says nothing of the connection (a bad URL)."""
     from urllib3 import exceptions as e
 
     reason = exc.reason if isinstance(exc, e.MaxRetryError) and exc.reason is not None else exc
+    if isinstance(reason, e.ReadTimeoutError):
+        return TimeoutError(f"{what}: no answer within {timeout:g} s")
+    if isinstance(reason, e.ProtocolError) or (reading and isinstance(reason, e.SSLError)):
+        return ConnectionError(f"{what}: the connection was cut ({reason})")
     if isinstance(reason, e.NewConnectionError):  # (a subclass of ConnectTimeoutError: first)
         return ConnectError(f"{what}: cannot connect: {reason}")
     if isinstance(reason, e.ConnectTimeoutError):
         return ConnectError(f"{what}: no answer within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting")
-    if isinstance(reason, (e.ProxyError, e.SSLError)):
+    if isinstance(reason, (e.ProxyError, e.SSLError)):  # the proxy, or the TLS handshake, failed
         return ConnectError(f"{what}: cannot connect: {reason}")
-    if isinstance(reason, e.ReadTimeoutError):
-        return TimeoutError(f"{what}: no answer within {timeout:g} s")
-    if isinstance(reason, e.ProtocolError):
-        return ConnectionError(f"{what}: the connection was cut ({reason})")
-    return exc
+    return None
 
 
 class Answer:
@@ -156,7 +157,10 @@ class Answer:
             return self._response.read(n)
         except HTTPError as exc:
             self.close()
-            raise _failure(exc, self._what, self._timeout) from exc
+            failure = _failure(exc, self._what, self._timeout, reading=True)
+            if failure is None:
+                raise
+            raise failure from exc
 
     def close(self) -> None:
         """Done with the answer: its connection serves again when its body was read whole, else it is closed."""
@@ -188,7 +192,10 @@ def _send(method: str, url: str, headers: dict[str, str], body: bytes | None, ti
                                    retries=_stale_only_retry(), preload_content=False, decode_content=False,
                                    timeout=Timeout(connect=min(timeout, CONNECT_TIMEOUT_S), read=timeout))
     except HTTPError as exc:
-        raise _failure(exc, what, timeout) from exc
+        failure = _failure(exc, what, timeout)
+        if failure is None:
+            raise
+        raise failure from exc
     return Answer(response, url, what, timeout)
 
 
