@@ -63,6 +63,16 @@ _lock = threading.Lock()
 _retry = None
 
 
+def _forget_pools() -> None:
+    """In a forked child: pools of its own (the parent's kept connections are the parent's to use)."""
+    global _lock
+    _lock = threading.Lock()
+    _managers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
 def _stale_only_retry():
     """urllib3's Retry for one case only: the request met a connection the server closed before answering (urllib3
     then sends it again, on another connection: at most once per pooled connection). Every other failure is raised
@@ -128,24 +138,22 @@ def _failure(exc: Exception, what: str, timeout: float, reading: bool = False) -
         return TimeoutError(f"{what}: no answer within {timeout:g} s")
     if isinstance(reason, e.ProtocolError) or (reading and isinstance(reason, e.SSLError)):
         return ConnectionError(f"{what}: the connection was cut ({reason})")
-    if isinstance(reason, e.NewConnectionError):  # (a subclass of ConnectTimeoutError: first)
-        return ConnectError(f"{what}: cannot connect: {reason}")
-    if isinstance(reason, e.ConnectTimeoutError):
+    if isinstance(reason, e.ConnectTimeoutError) and not isinstance(reason, e.NewConnectionError):
         return ConnectError(f"{what}: no answer within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting")
-    if isinstance(reason, (e.ProxyError, e.SSLError)):  # the proxy, or the TLS handshake, failed
+    if isinstance(reason, (e.NewConnectionError, e.ProxyError, e.SSLError)):  # refused, no address, proxy, TLS
         return ConnectError(f"{what}: cannot connect: {reason}")
     return None
 
 
 class Answer:
-    """An answer being read: `status`, `headers` (names in lower case), `url` (after redirects), `read(n)`."""
+    """An answer being read: `status`, `headers` (names in lower case), `url` (after redirects), `read(n)`;
+    `message`: the headers as received (case-insensitive `get`), for errors that read Retry-After."""
 
     def __init__(self, response, url: str, what: str, timeout: float):
         self._response, self.url, self._what, self._timeout = response, url, what, timeout
         self.status = response.status
         self.headers = {k.lower(): v for k, v in response.headers.items()}
         self.message = response.headers
-        """The headers as received (case-insensitive `get`), for errors that read Retry-After."""
 
     def read(self, n: int | None = None) -> bytes:
         """The whole body, or up to `n` bytes of it (fewer only at its end or where the connection was cut: the next
@@ -200,8 +208,7 @@ def _send(method: str, url: str, headers: dict[str, str], body: bytes | None, ti
 
 
 def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    scheme = parts.scheme or "http"
+    parts, scheme = urlsplit(url), urlsplit(url).scheme or "http"
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
@@ -253,17 +260,25 @@ def head(url: str, timeout: float) -> dict[str, str]:
 
 
 def preconnect(url: str, connections: int, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Have `connections` connections to `url`'s host open, the missing ones opened now on background threads, so
-    that the requests that follow find their handshakes done; a failure is left for those requests to meet.
-    (urllib3 has no public call for this: the pool's own _get_conn/_put_conn/_prepare_proxy do it, as urlopen.)"""
-    if offline():
-        return
-    pool = _manager(url).connection_from_url(url)
-    from urllib3.util.proxy import connection_requires_http_tunnel  # (after _manager's import of urllib3 itself)
+    """Have `connections` connections to `url`'s host open, the missing ones opened on background threads (urllib3's
+    import too: this returns at once), so that the requests that follow find their handshakes done; a failure is
+    left for those requests to meet."""
+    if not offline():
+        threading.Thread(target=_open, args=(url, connections, timeout), name="fwe-hub-connect", daemon=True).start()
 
-    tunnel = pool.proxy is not None and connection_requires_http_tunnel(pool.proxy, pool.proxy_config,
-                                                                        urlsplit(url).scheme)
-    taken = [pool._get_conn() for _ in range(connections)]  # the idle ones first, then new (unopened) ones
+
+def _open(url: str, connections: int, timeout: float) -> None:
+    """preconnect's work. urllib3 has no public call for it: the pool's own _get_conn/_put_conn/_prepare_proxy do
+    it, as its urlopen does."""
+    try:
+        pool = _manager(url).connection_from_url(url)
+        from urllib3.util.proxy import connection_requires_http_tunnel  # (after _manager's import of urllib3)
+
+        tunnel = pool.proxy is not None and connection_requires_http_tunnel(pool.proxy, pool.proxy_config,
+                                                                            urlsplit(url).scheme)
+        taken = [pool._get_conn() for _ in range(connections)]  # the idle ones first, then new (unopened) ones
+    except Exception:  # noqa: BLE001 - a bad proxy setting, say: the requests meet it, with their own errors
+        return
 
     def connect(conn) -> None:
         try:

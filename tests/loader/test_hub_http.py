@@ -4,6 +4,7 @@ offline mode, ranges, and the request count."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import types
@@ -65,6 +66,25 @@ def test_a_request_the_server_closed_without_answering_is_sent_again(hub_env, hu
     with request("GET", hub_env.url + CARD) as answer:
         assert answer.read() == _card(hubsim_root)
     assert [r["fault"] for r in hub_env.requests()] == ["unanswered", "unanswered", None]
+
+
+def test_a_forked_child_sends_on_connections_of_its_own(hub_env, hubsim_root):
+    """After a fork the child's request goes on a new connection, never on the one the parent keeps (two processes
+    writing on one socket would mix their requests); the parent goes on with its own."""
+    with request("GET", hub_env.url + CARD) as answer:
+        answer.read()
+    child = os.fork()
+    if child == 0:  # the child: exit 0 once its request is answered
+        try:
+            with request("GET", hub_env.url + CARD) as answer:
+                os._exit(0 if answer.read() == _card(hubsim_root) else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(child, 0)[1] == 0
+    with request("GET", hub_env.url + CARD) as answer:
+        answer.read()
+    conns = [r["conn"] for r in hub_env.requests()]
+    assert len(conns) == 3 and conns[1] != conns[0] == conns[2]
 
 
 def test_too_many_redirects_is_one_error_from_every_path_and_is_not_retried(hub_env):
