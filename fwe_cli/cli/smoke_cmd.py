@@ -124,6 +124,10 @@ def start_early(words: dict) -> None:
         return
     source = source_class(config.source)
     _EARLY["requests_from"] = requests_sent()  # the run's requests: from here on, counted in its artifact
+    if source.uses_hub:  # the HTTP client, readied before the threads below start, each with its first request
+        from fwe_cli.loader.http import prepare
+
+        prepare()
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
     if source.uses_hub and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
         from fwe_cli.loader.in_background import import_in_background

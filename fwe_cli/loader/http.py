@@ -6,6 +6,7 @@ plumbing (kept-alive connections per host, proxies, TLS); this module adds the H
         answer.status, answer.headers["content-range"], answer.read(), answer.read(1 << 20)
     head(url, timeout)                   # the Hub's headers of one HEAD
     preconnect(url, 4)                   # open 4 connections to its host now, in the background
+    prepare()                            # urllib3 imported now, on this thread, before threads send requests
 
 An answer read to its end gives its connection back to the pool. A kept-alive connection the server had closed
 meanwhile is replaced by urllib3, before the request when it sees the close and by sending the request again on
@@ -14,17 +15,18 @@ Proxies come from the environment as urllib reads them (no_proxy honoured; HTTPS
 uses the system's certificates (or SSL_CERT_FILE / REQUESTS_CA_BUNDLE), and the Hub's token goes to the endpoint's
 host only: never to the host a redirect leads to. With HF_HUB_OFFLINE=1 nothing is sent (OfflineModeIsEnabled).
 
-Errors are the ones fwe_cli/loader/transient.py classifies, urllib3's mapped onto them in one place (`_failure`):
+Errors are the ones fwe_cli/loader/transient.py classifies, urllib3's mapped onto them in one place (`_raise`):
 HttpStatusError for 4xx/5xx (with the status and headers), ConnectError when no connection could be made (refused,
 no address, no answer to the handshake, the proxy or TLS failing), TimeoutError for an answer that does not come,
-ConnectionError for one that is cut, TooManyRedirects for a chain of redirects that does not end.
-urllib3 is imported by the first request (or preconnect), not with this module.
+ConnectionError for one that is cut, TooManyRedirects for a chain of redirects that does not end. urllib3 is
+imported by the first request (or `prepare`, `preconnect`), not with this module.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import NoReturn
 from urllib.parse import urljoin, urlsplit
 
 from fwe_cli.loader.hub_env import endpoint, note_request, offline, token
@@ -36,7 +38,7 @@ POOL_CONNECTIONS = 16  # kept-alive connections per host (bootstrap's fetchers u
 
 
 class ConnectError(ConnectionError):
-    """No connection to the server could be made (refused, no such host, no answer to the handshake)."""
+    """No connection to the server could be made (refused, no such host, no answer to the handshake, proxy, TLS)."""
 
 
 class OfflineModeIsEnabled(ConnectionError):
@@ -49,8 +51,7 @@ class TooManyRedirects(Exception):
 
 
 class HttpStatusError(Exception):
-    """The server answered 4xx/5xx; `response.status_code` and `response.headers` as httpx has them, so
-    transient.py classifies it like huggingface_hub's errors."""
+    """4xx/5xx, with `response.status_code` and `.headers` as httpx has them (transient.py reads them)."""
 
     def __init__(self, url: str, status: int, headers, method: str = "HEAD"):
         super().__init__(f"HTTP {status} for {method} {url}")
@@ -60,7 +61,6 @@ class HttpStatusError(Exception):
 # -- the pools: one urllib3 manager per proxy (None: direct), built when first needed -------------------------------
 _managers: dict[tuple, object] = {}
 _lock = threading.Lock()
-_retry = None
 
 
 def _forget_pools() -> None:
@@ -77,21 +77,18 @@ def _stale_only_retry():
     """urllib3's Retry for one case only: the request met a connection the server closed before answering (urllib3
     then sends it again, on another connection: at most once per pooled connection). Every other failure is raised
     at once, for transient.py's policy (backoff, Retry-After, deadlines); statuses and redirects are left to us."""
-    global _retry
-    if _retry is None:
-        from urllib3.exceptions import ProtocolError
-        from urllib3.util.retry import Retry
+    from urllib3.exceptions import ProtocolError
+    from urllib3.util.retry import Retry
 
-        class StaleConnections(Retry):
-            def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
-                closed = isinstance(error, ProtocolError) and any(isinstance(a, ConnectionError) for a in error.args)
-                if not closed:
-                    raise error if error is not None else RuntimeError(f"unexpected retry of {method} {url}")
-                return super().increment(method, url, response, error, _pool, _stacktrace)
+    class StaleConnections(Retry):
+        def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+            closed = isinstance(error, ProtocolError) and any(isinstance(a, ConnectionError) for a in error.args)
+            if not closed:
+                raise error if error is not None else RuntimeError(f"unexpected retry of {method} {url}")
+            return super().increment(method, url, response, error, _pool, _stacktrace)
 
-        _retry = StaleConnections(total=POOL_CONNECTIONS, redirect=False, status=0, allowed_methods=None,
-                                  respect_retry_after_header=False, raise_on_status=False)
-    return _retry
+    return StaleConnections(total=POOL_CONNECTIONS, redirect=False, status=0, allowed_methods=None,
+                            respect_retry_after_header=False, raise_on_status=False)
 
 
 def _proxy_for(url: str) -> str | None:
@@ -117,7 +114,7 @@ def _manager(url: str):
 
         manager = _managers.get(key)
         if manager is None:
-            pools = {"maxsize": POOL_CONNECTIONS, "block": False, "ca_certs": cafile}
+            pools = {"maxsize": POOL_CONNECTIONS, "block": False, "ca_certs": cafile, "retries": _stale_only_retry()}
             if proxy is None:
                 manager = urllib3.PoolManager(**pools)
             else:
@@ -128,21 +125,29 @@ def _manager(url: str):
     return manager
 
 
-def _failure(exc: Exception, what: str, timeout: float, reading: bool = False) -> Exception | None:
-    """urllib3's exception `exc` (of `what`, 'GET URL'; `reading`: of an answer's body) as the error transient.py
-    classifies, for the caller to raise from `exc`; None for one that says nothing of the connection (a bad URL)."""
+def prepare() -> None:
+    """Ready the client for the Hub now, on this thread (urllib3 imported, the endpoint's pool manager made), for a
+    process about to send its first requests from threads that start beside other slow imports: each request would
+    wait for that import, which would share the processor with them."""
+    if not offline():
+        _manager(endpoint())
+
+
+def _raise(exc: Exception, what: str, timeout: float, reading: bool = False) -> NoReturn:
+    """Raise urllib3's exception `exc` (of `what`, 'GET URL'; `reading`: of an answer's body) as the error
+    transient.py classifies, from `exc`; one that says nothing of the connection (a bad URL) as it is."""
     from urllib3 import exceptions as e
 
     reason = exc.reason if isinstance(exc, e.MaxRetryError) and exc.reason is not None else exc
     if isinstance(reason, e.ReadTimeoutError):
-        return TimeoutError(f"{what}: no answer within {timeout:g} s")
+        raise TimeoutError(f"{what}: no answer within {timeout:g} s") from exc
     if isinstance(reason, e.ProtocolError) or (reading and isinstance(reason, e.SSLError)):
-        return ConnectionError(f"{what}: the connection was cut ({reason})")
+        raise ConnectionError(f"{what}: the connection was cut ({reason})") from exc
     if isinstance(reason, e.ConnectTimeoutError) and not isinstance(reason, e.NewConnectionError):
-        return ConnectError(f"{what}: no answer within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting")
+        raise ConnectError(f"{what}: no answer within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting") from exc
     if isinstance(reason, (e.NewConnectionError, e.ProxyError, e.SSLError)):  # refused, no address, proxy, TLS
-        return ConnectError(f"{what}: cannot connect: {reason}")
-    return None
+        raise ConnectError(f"{what}: cannot connect: {reason}") from exc
+    raise exc
 
 
 class Answer:
@@ -165,10 +170,7 @@ class Answer:
             return self._response.read(n)
         except HTTPError as exc:
             self.close()
-            failure = _failure(exc, self._what, self._timeout, reading=True)
-            if failure is None:
-                raise
-            raise failure from exc
+            _raise(exc, self._what, self._timeout, reading=True)
 
     def close(self) -> None:
         """Done with the answer: its connection serves again when its body was read whole, else it is closed."""
@@ -196,20 +198,17 @@ def _send(method: str, url: str, headers: dict[str, str], body: bytes | None, ti
     what = f"{method} {url}"
     note_request()
     try:
-        response = manager.urlopen(method, url, body=body, headers=headers, redirect=False,
-                                   retries=_stale_only_retry(), preload_content=False, decode_content=False,
-                                   timeout=Timeout(connect=min(timeout, CONNECT_TIMEOUT_S), read=timeout))
+        response = manager.urlopen(method, url, body=body, headers=headers, redirect=False, preload_content=False,
+                                   decode_content=False, timeout=Timeout(connect=min(timeout, CONNECT_TIMEOUT_S),
+                                                                         read=timeout))
     except HTTPError as exc:
-        failure = _failure(exc, what, timeout)
-        if failure is None:
-            raise
-        raise failure from exc
+        _raise(exc, what, timeout)
     return Answer(response, url, what, timeout)
 
 
 def _origin(url: str) -> tuple[str, str, int]:
-    parts, scheme = urlsplit(url), urlsplit(url).scheme or "http"
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def request(method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None,
@@ -254,8 +253,7 @@ def request(method: str, url: str, headers: dict[str, str] | None = None, body: 
 
 
 def head(url: str, timeout: float) -> dict[str, str]:
-    """The (Hub's) headers of a HEAD request to `url` (see `request`)."""
-    with request("HEAD", url, timeout=timeout) as answer:
+    with request("HEAD", url, timeout=timeout) as answer:  # (the Hub's answer's: see request)
         return answer.headers
 
 
