@@ -139,14 +139,17 @@ def _raise(exc: Exception, what: str, timeout: float, reading: bool = False) -> 
     from urllib3 import exceptions as e
 
     reason = exc.reason if isinstance(exc, e.MaxRetryError) and exc.reason is not None else exc
+    host = urlsplit(what.partition(" ")[2]).netloc
     if isinstance(reason, e.ReadTimeoutError):
         raise TimeoutError(f"{what}: no answer within {timeout:g} s") from exc
     if isinstance(reason, e.ProtocolError) or (reading and isinstance(reason, e.SSLError)):
         raise ConnectionError(f"{what}: the connection was cut ({reason})") from exc
     if isinstance(reason, e.ConnectTimeoutError) and not isinstance(reason, e.NewConnectionError):
-        raise ConnectError(f"{what}: no answer within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting") from exc
+        raise ConnectError(f"no answer from {host} within {min(timeout, CONNECT_TIMEOUT_S):g} s while connecting") \
+            from exc
     if isinstance(reason, (e.NewConnectionError, e.ProxyError, e.SSLError)):  # refused, no address, proxy, TLS
-        raise ConnectError(f"{what}: cannot connect: {reason}") from exc
+        cause = reason.__cause__ if isinstance(reason, e.NewConnectionError) and reason.__cause__ else reason
+        raise ConnectError(f"cannot connect to {host} ({type(cause).__name__}: {cause})") from exc
     raise exc
 
 
