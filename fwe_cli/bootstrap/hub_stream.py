@@ -226,7 +226,7 @@ def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | Non
     """The native Hub stream of a new run (listing of the default branch now) or of a resumed one (the listing
     at the manifest's revision, which must list the same files for this node)."""
     from fwe_cli.loader.hub_env import endpoint
-    from fwe_cli.loader.hub_http import preconnect
+    from fwe_cli.loader.http import preconnect
     from fwe_cli.loader.sources.hub_listing import resolve_listing
     from fwe_cli.loader.in_background import import_in_background
 

@@ -98,7 +98,7 @@ def start_early(words: dict, early: EarlyStart) -> None:
     waits for) and, for a run that reads the Hub, its tokenizer's download when it is not cached. The config comes
     from resolve_config as the run's will, from the words that say where the data is; words that do not resolve
     start nothing (the run reports them). `early` keeps how many Hub requests came before, for the run's count."""
-    from fwe_cli.loader.hub_env import request_times
+    from fwe_cli.loader.hub_env import requests_sent
     from fwe_cli.loader.sources.registry import source_class
     from fwe_cli.loader.tokenization.names import hub_repo
 
@@ -107,7 +107,11 @@ def start_early(words: dict, early: EarlyStart) -> None:
     except FweError:
         return
     source = source_class(config.source)
-    early.requests_from = len(request_times())  # the run's requests: from here on, counted in its artifact
+    early.requests_from = requests_sent()  # the run's requests: from here on, counted in its artifact
+    if config.source.uses_hub():  # the HTTP client, readied before the threads below start, each with its first request
+        from fwe_cli.loader.http import prepare
+
+        prepare()
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
     if config.source.uses_hub() and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
         from fwe_cli.loader.in_background import import_in_background

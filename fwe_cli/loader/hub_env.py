@@ -7,16 +7,14 @@ reader and the tokenizer fetch both use them.
 A warm start's path to its first batch avoids importing huggingface_hub's HTTP stack (httpx, its SSL context, the
 file_download module): that import costs more CPU than the whole rest of a warm open, and on a warm start it would
 serve one HEAD request. So this module also has the few pieces of the Hub's conventions that path needs, read the
-way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`), the token (`token`), and one
-plain request (`fetch`, `head`), which the tokenizer fetch also uses (tokenization/hub_fetch.py). The listing's API
-calls and the range reads go through fwe's kept-alive connections (hub_http.py).
+way huggingface_hub reads them: the cache layout of a downloaded file (`cached_file`) and the token (`token`). fwe's
+own requests go through http.py; every Hub request is counted here (`note_request`, `requests_sent`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 
 
 def _truthy(value: str | None) -> bool:
@@ -70,25 +68,25 @@ def fwe_cache_dir() -> str:
     return os.path.join(hub_cache_dir(), "fwe")
 
 
-# -- the request clock ---------------------------------------------------------------------------------------------
-_sent: list[float] = []
+# -- the request count: a number, not a record per request, so a long run's accounting stays the same size --------
+_sent = 0
 _sent_lock = threading.Lock()
 
 
 def note_request() -> None:
-    """Record that an HTTP request to the Hub is being sent now (perf_counter time)."""
+    """Count one HTTP request to the Hub, being sent now."""
+    global _sent
     with _sent_lock:
-        _sent.append(time.perf_counter())
+        _sent += 1
 
 
-def request_times() -> list[float]:
-    """perf_counter time of every Hub request recorded in this process (huggingface_hub's, once `fwe_cli.measure.
-    hub_requests` counts them, and `fetch`'s)."""
-    with _sent_lock:
-        return list(_sent)
+def requests_sent() -> int:
+    """How many Hub requests this process has counted so far (fwe's own, and huggingface_hub's once
+    `fwe_cli.measure.hub_requests` counts them). A run's share is the difference of two readings."""
+    return _sent
 
 
-# -- the cache, the token and one HEAD, without huggingface_hub's HTTP stack ----------------------------------------
+# -- the cache and the token, without huggingface_hub's HTTP stack -----------------------------------------------
 def cached_file(repo: str, filename: str, repo_type: str = "model", revision: str = "main") -> str | None:
     """Path of `filename` as an earlier download left it in the hub cache (`<type>s--<org>--<name>/refs/<revision>`
     names a snapshot folder), or None; what huggingface_hub's try_to_load_from_cache finds."""
@@ -117,57 +115,3 @@ def token() -> str | None:
             return handle.read().strip() or None
     except OSError:
         return None
-
-
-class HttpStatusError(Exception):
-    """The Hub answered `fetch` with an error status; `response.status_code` and `response.headers` as httpx has
-    them, so transient.py classifies it like huggingface_hub's errors."""
-
-    def __init__(self, url: str, status: int, headers, method: str = "HEAD"):
-        super().__init__(f"HTTP {status} for {method} {url}")
-        self.response = type("Response", (), {"status_code": status, "headers": headers})()
-
-
-def fetch(url: str, timeout: float, method: str = "GET", max_redirects: int = 5) -> tuple[dict[str, str], bytes]:
-    """(headers, body) of one plain urllib request to `url` (proxies from the environment; the token, when there is
-    one, only to the Hub's own host). Redirects are followed by hand: the first answer carrying X-Repo-Commit is the
-    Hub's, and its headers are the ones returned, as huggingface_hub keeps the Hub's headers rather than a CDN's; a
-    HEAD ends there, a GET goes on to the body. Raises HttpStatusError on 4xx/5xx, and urllib's errors (which chain
-    the socket's: refused, timed out, a short body) when the Hub cannot be reached or the answer is cut."""
-    import urllib.error
-    import urllib.request
-    from urllib.parse import urljoin, urlsplit
-
-    from fwe_cli import __version__
-
-    class _Manual(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None  # hand the 3xx back as an HTTPError with its headers
-
-    opener = urllib.request.build_opener(_Manual)
-    headers = {"User-Agent": f"fwe/{__version__}", "Accept-Encoding": "identity"}
-    secret, hub_host, hub_headers = token(), urlsplit(url).netloc, None
-    for _ in range(max_redirects + 1):
-        sent = dict(headers, **({"Authorization": f"Bearer {secret}"} if secret and urlsplit(url).netloc == hub_host
-                                else {}))
-        note_request()
-        try:
-            with opener.open(urllib.request.Request(url, headers=sent, method=method), timeout=timeout) as answer:
-                found = {k.lower(): v for k, v in answer.headers.items()}
-                body = answer.read() if method != "HEAD" else b""
-                return hub_headers or found, body
-        except urllib.error.HTTPError as exc:
-            found = {k.lower(): v for k, v in (exc.headers or {}).items()}
-            if not 300 <= exc.code < 400:
-                raise HttpStatusError(url, exc.code, exc.headers, method) from None
-            if hub_headers is None and "x-repo-commit" in found:
-                hub_headers = found
-            if "location" not in found or (method == "HEAD" and hub_headers is not None):
-                return hub_headers or found, b""
-            url = urljoin(url, found["location"])
-    raise RuntimeError(f"more than {max_redirects} redirects from {method} {url}")
-
-
-def head(url: str, timeout: float) -> dict[str, str]:
-    """The (Hub's) headers of a HEAD request to `url`: see `fetch`."""
-    return fetch(url, timeout, "HEAD")[0]

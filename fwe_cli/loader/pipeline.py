@@ -20,6 +20,7 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.elastic import ElasticPlan
 from fwe_cli.loader.frontier import RecentBatches
 from fwe_cli.loader.encoding import BatchEncoder, Encoded, effective_threads
+from fwe_cli.loader.hub_env import requests_sent
 from fwe_cli.loader.doc_batches import doc_batches
 from fwe_cli.loader.in_background import InBackground, torch_converter
 from fwe_cli.loader.in_order import in_order
@@ -56,6 +57,7 @@ class Pipeline:
                                         start=self.start.get("doc"), expect=expect_files, plan=plan)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
+        self.requests_at: dict[str, int] = {}  # the process's Hub request count (hub_env) at each of them
         self.docs = 0
         self.tokens = 0
         self.batches = 0
@@ -84,6 +86,7 @@ class Pipeline:
     def mark(self, name: str) -> None:
         if name not in self.marks:
             self.marks[name] = time.perf_counter()
+            self.requests_at[name] = requests_sent()
 
     def _encoder(self) -> BatchEncoder:
         """The encoder of the stream's layout for the tokenizer (made once it is known)."""

@@ -48,6 +48,9 @@ T = TypeVar("T")
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 TRANSPORT_ERRORS = frozenset({"TransportError", "NetworkError", "RemoteProtocolError", "TimeoutException",
                               "ProtocolError", "ChunkedEncodingError", "IncompleteRead"})
+# Not transient, whichever client raises it (fwe's http.TooManyRedirects, httpx's or requests' TooManyRedirects, none
+# of them a ConnectionError): a redirect chain that does not end. The server answered, and asking again gets the
+# same chain, so a retry only delays the error by the whole backoff.
 # The server was never reached (refused, DNS, no route, connect timeout) or never answered (read timeout).
 UNREACHABLE_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ReadTimeout", "PoolTimeout", "TimeoutException",
                                 "NewConnectionError", "NameResolutionError", "gaierror", "ConnectionRefusedError"})

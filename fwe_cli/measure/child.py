@@ -155,7 +155,7 @@ def main(t0_wall: float) -> None:
     from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
     from fwe_cli.loader.config import LoaderConfig
-    from fwe_cli.measure.hub_requests import request_times as counted, start_counting, uses_hub
+    from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
 
     config = LoaderConfig.from_json(spec["config"])
@@ -165,6 +165,7 @@ def main(t0_wall: float) -> None:
     if uses_hub(config):
         counting = start_counting()
     t_imports = time.perf_counter()
+    sent_at_imports = requests_sent()
     result: dict = {"error": None}
     try:
         result["test_hook"] = _plant_slow_doc_batch(config.doc_batch)
@@ -179,6 +180,7 @@ def main(t0_wall: float) -> None:
             loader.warmup()
         loader.next_batch()
         t_first = time.perf_counter()
+        sent_at_first = requests_sent()
         marks = loader.pipeline.marks
         edges = [perf_at_t0 + (spec["spawn_wall"] - t0_wall), perf_at_t0, t_imports]
         for name in ("tokenizer_ready", "source_opened", "first_document", "first_batch"):
@@ -186,9 +188,14 @@ def main(t0_wall: float) -> None:
         edges.append(t_first)
         result["phases"] = {name: round(b - a, 6) for name, a, b in zip(PHASES, edges, edges[1:])}
         result["first_batch_s"] = round(t_first - edges[0], 6)
-        result["requests_by_phase"] = (
-            {name: sum(1 for t in counted() if a <= t < b) for name, a, b in zip(PHASES, edges, edges[1:])}
-            if counting else None)
+        if counting:  # the count at each edge (none before the process ran), as the times above
+            counts = [0, 0, sent_at_imports]
+            for name in ("tokenizer_ready", "source_opened", "first_document", "first_batch"):
+                counts.append(max(loader.pipeline.requests_at.get(name, counts[-1]), counts[-1]))
+            counts.append(sent_at_first)
+            result["requests_by_phase"] = {name: b - a for name, a, b in zip(PHASES, counts, counts[1:])}
+        else:
+            result["requests_by_phase"] = None
         if spec["step_ms"]:  # the training step on the first batch, before the second is asked for (as in training)
             time.sleep(spec["step_ms"] / 1000.0)
         result["steady"] = _steady(loader, spec["steps"], spec["step_ms"], spec["trial_s"])
@@ -199,7 +206,7 @@ def main(t0_wall: float) -> None:
         loader.close()
     import resource
 
-    result["requests"] = len(counted()) if counting else None
+    result["requests"] = requests_sent() if counting else None
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     result["loader"] = loader.stats()
     with open(spec["result_path"], "wb") as handle:

@@ -3,8 +3,8 @@ and measure artifacts.
 
 A cold Hub start is slow because of round trips; the count (and, in `fwe measure`, its split by phase) shows
 how many. It hooks the client huggingface_hub builds for all its calls (`set_client_factory`), so it sees the
-tokenizer download, dataset card, listings and parquet range reads alike; the one request fwe sends itself
-(`hub_env.head`) records itself. Both land on one clock, `hub_env.request_times()`.
+tokenizer download, dataset card, listings and parquet range reads alike; fwe's own requests count themselves. Both
+add to one count, `hub_env.requests_sent()`.
 
 The hook is installed when huggingface_hub's HTTP module is first imported, not before: importing it (httpx) costs
 a warm start more than its whole open, and a warm start may never need it before its first batch.
@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from fwe_cli.loader.hub_env import note_request, request_times  # noqa: F401 - request_times is this module's API
+from fwe_cli.loader.hub_env import note_request, requests_sent  # noqa: F401 - requests_sent is this module's API
 from fwe_cli.loader.tokenization.names import hub_repo
 
 if TYPE_CHECKING:

@@ -67,7 +67,8 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
 def hub(dataset: str, revision: str | None, timeout: float = HEAD_TIMEOUT_S) -> dict:
     """One HEAD of the dataset card's resolve URL: reachable (any HTTP answer) with its round trip, or why not.
     HF_HUB_OFFLINE=1: no request at all."""
-    from fwe_cli.loader.hub_env import HttpStatusError, endpoint, head, offline, resolve_url, token
+    from fwe_cli.loader.hub_env import endpoint, offline, resolve_url, token
+    from fwe_cli.loader.http import HttpStatusError, head
 
     where = endpoint()
     found = {"endpoint": where, "offline": offline(), "token": token() is not None, "reachable": None,
@@ -81,8 +82,10 @@ def hub(dataset: str, revision: str | None, timeout: float = HEAD_TIMEOUT_S) -> 
         found.update(reachable=True, status=200, commit=headers.get("x-repo-commit"), detail=f"HEAD {url}")
     except HttpStatusError as exc:  # an answer: the Hub is there (the status says what it thinks of the request)
         found.update(reachable=True, status=exc.response.status_code, detail=f"HEAD {url}: {exc}")
-    except Exception as exc:  # refused, no answer, DNS: urllib's errors chain the socket's
-        reason = getattr(exc, "reason", None) or exc
+    except Exception as exc:  # refused, no answer, DNS: the socket's error ends the chain
+        reason = exc
+        while reason.__cause__ is not None:
+            reason = reason.__cause__
         return dict(found, reachable=False, detail=f"HEAD {url}: {type(reason).__name__}: {reason}")
     found["rtt_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return found

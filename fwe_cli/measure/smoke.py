@@ -19,7 +19,7 @@ import orjson
 from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
 from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, OutputError, os_error_line
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
-from fwe_cli.measure.hub_requests import request_times, start_counting, uses_hub
+from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
@@ -147,7 +147,7 @@ class SmokeRun:
                                            daemon=True)
         self._gathering.start()
         self._counting = uses_hub(config) and start_counting()
-        self._requests_before = len(request_times()) if requests_from is None else requests_from
+        self._requests_before = requests_sent() if requests_from is None else requests_from
         self.loader = FineWebLoader(config, state=resume)
 
     def finish(self, batches: int = 3, save_path: str | None = None,
@@ -174,13 +174,13 @@ class SmokeRun:
             elapsed = time.perf_counter() - loader.created
             loader.close(join_timeout=0.5 if error else 2.0, abandon_encodes=True)  # its caller ends the run now
         result = _result(config, loader.stats(), checks, error, elapsed)
-        sent = request_times()[self._requests_before:]
-        produced = loader.pipeline.marks.get("first_batch")
+        sent = requests_sent() - self._requests_before
+        produced = loader.pipeline.requests_at.get("first_batch")  # the count when the first batch was made
         counting = self._counting
         self._gathering.join()
         result.update({
-            "requests": len(sent) if counting else None,
-            "requests_first_batch": sum(t <= produced for t in sent) if counting and produced is not None else None,
+            "requests": sent if counting else None,
+            "requests_first_batch": produced - self._requests_before if counting and produced is not None else None,
             # the gathering thread failed (its error is not the run's): ask again, here
             "config": config.to_json(), "env": env_snapshot(), **(self._facts or provenance()),
             "started": self.started, "finished": utc_iso(),

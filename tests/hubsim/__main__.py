@@ -36,7 +36,9 @@ def _faults(args: argparse.Namespace) -> Faults:
                   retry_after=args.retry_after, fail_match=args.fail_match, fail_distinct=args.fail_distinct,
                   drop_after_bytes=args.drop_after_bytes, drop_count=args.drop_count, drop_match=args.drop_match,
                   stall_match=args.stall_match, burst_every=args.burst_every, burst_delay_s=args.burst_ms / 1000,
-                  burst_match=args.burst_match)
+                  burst_match=args.burst_match, hangup_match=args.hangup_match, unanswered_count=args.unanswered,
+                  unanswered_match=args.unanswered_match, redirect_match=args.redirect_match,
+                  redirect_to=args.redirect_to)
 
 
 def _print_request(record: dict) -> None:
@@ -137,6 +139,14 @@ def main(argv: list[str] | None = None) -> int:
                              "the same ones on every run (default 0: none).")
     faults.add_argument("--burst-ms", type=float, default=300.0, help="How late a burst answer is (default 300).")
     faults.add_argument("--burst-match", default="", help="Regex choosing requests counted for bursts (default: all).")
+    faults.add_argument("--hangup-match", default=None,
+                        help="Regex choosing requests whose connection is closed after the answer, unannounced.")
+    faults.add_argument("--unanswered", type=int, default=0,
+                        help="Close the connection of the first N matching requests instead of answering them.")
+    faults.add_argument("--unanswered-match", default="", help="Regex choosing requests for --unanswered (default all).")
+    faults.add_argument("--redirect-match", default=None, help="Regex choosing requests answered 302 to --redirect-to.")
+    faults.add_argument("--redirect-to", default="",
+                        help="Base URL of the redirects, e.g. another server as a CDN (default: this one: a loop).")
     serve.set_defaults(run=_serve)
 
     bench = commands.add_parser("bench", help="Cold+warm fwe smoke under added RTTs; JSON with first_batch_s "

@@ -15,6 +15,14 @@ footer, '' every request):
   burst_delay_s more before its answer: a bursty Hub where some reads (say, some row groups' range reads) come late
   while the others do not. Which ones is fixed by the request line (a hash of it), not by arrival order, so every
   run reading the same data meets the same late row groups, however many runs came before it.
+- hangup_match: matching requests are answered, then their connection is closed without a `Connection: close`
+  header: the client keeps a connection the server has closed (a keep-alive that ran out while it sat idle).
+- unanswered_count: the first N requests matching unanswered_match are read and their connection closed without an
+  answer (a kept-alive connection the server closed just as the request went out).
+- redirect_match x redirect_to: matching requests are answered 302 to redirect_to + the same path (a CDN: another
+  server, e.g. a second HubServer on the same root); a resolve request's 302 carries the file's Hub headers
+  (X-Repo-Commit, ETag, X-Linked-*) as the Hub's redirect to its CDN does. redirect_to "" sends the request back to
+  the same path on this server, without those headers: a redirect loop.
 
 Added round-trip time is not here: it is the TCP proxy's job (proxy.py), because it costs per connection
 and per exchange, not per request handled.
@@ -60,6 +68,16 @@ class Faults:
     """Seconds a late (burst) answer waits, on top of `delay_s`."""
     burst_match: str = ""
     """Regex selecting the requests counted for bursts."""
+    hangup_match: str | None = None
+    """Regex selecting requests whose connection is closed after their answer, unannounced; None closes none."""
+    unanswered_count: int = 0
+    """How many matching requests get their connection closed instead of an answer."""
+    unanswered_match: str = ""
+    """Regex selecting the requests that may go unanswered."""
+    redirect_match: str | None = None
+    """Regex selecting requests answered with a redirect to `redirect_to`; None redirects none."""
+    redirect_to: str = ""
+    """Base URL the redirects lead to (the path stays); "" is this server: a loop."""
 
     def __post_init__(self) -> None:
         if self.delay_s < 0 or self.burst_delay_s < 0:
@@ -76,7 +94,10 @@ class Faults:
             raise ValueError(f"drop_after_bytes must be >= 0, got {self.drop_after_bytes!r}")
         if self.drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {self.drop_count!r}")
-        for name in ("fail_match", "drop_match", "stall_match", "burst_match"):
+        if self.unanswered_count < 0:
+            raise ValueError(f"unanswered_count must be >= 0, got {self.unanswered_count!r}")
+        for name in ("fail_match", "drop_match", "stall_match", "burst_match", "hangup_match", "unanswered_match",
+                     "redirect_match"):
             pattern = getattr(self, name)
             if pattern is not None:
                 try:
@@ -98,6 +119,12 @@ class Faults:
             on["stall"] = {"match": self.stall_match}
         if self.burst_every and self.burst_delay_s:
             on["burst"] = {"every": self.burst_every, "delay_s": self.burst_delay_s, "match": self.burst_match}
+        if self.hangup_match is not None:
+            on["hangup"] = {"match": self.hangup_match}
+        if self.unanswered_count:
+            on["unanswered"] = {"count": self.unanswered_count, "match": self.unanswered_match}
+        if self.redirect_match is not None:
+            on["redirect"] = {"match": self.redirect_match, "to": self.redirect_to or "itself"}
         return on
 
 
@@ -109,12 +136,29 @@ class FaultState:
         self._lock = threading.Lock()
         self._fails_left = faults.fail_count
         self._drops_left = faults.drop_count if faults.drop_after_bytes is not None else 0
+        self._unanswered_left = faults.unanswered_count
         self._failed_lines: set[str] = set()
         self.released = threading.Event()
         """Set when these faults are replaced or the server stops: stalled requests then end."""
 
     def should_stall(self, request_line: str) -> bool:
         pattern = self.faults.stall_match
+        return pattern is not None and re.search(pattern, request_line) is not None
+
+    def should_hang_up(self, request_line: str) -> bool:
+        pattern = self.faults.hangup_match
+        return pattern is not None and re.search(pattern, request_line) is not None
+
+    def take_unanswered(self, request_line: str) -> bool:
+        """True (and one used up) when this request's connection is to be closed instead of answered."""
+        with self._lock:
+            if self._unanswered_left and re.search(self.faults.unanswered_match, request_line):
+                self._unanswered_left -= 1
+                return True
+        return False
+
+    def should_redirect(self, request_line: str) -> bool:
+        pattern = self.faults.redirect_match
         return pattern is not None and re.search(pattern, request_line) is not None
 
     def burst_delay(self, request_line: str) -> float:
@@ -154,4 +198,4 @@ class FaultState:
 
     def remaining(self) -> dict:
         with self._lock:
-            return {"fails": self._fails_left, "drops": self._drops_left}
+            return {"fails": self._fails_left, "drops": self._drops_left, "unanswered": self._unanswered_left}

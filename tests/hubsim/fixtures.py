@@ -7,6 +7,7 @@
   proxy and request log are reset afterwards.
 - `moving_hub` (function): a `HubRun` on a server of its own over the same repos, whose `main` may move
   (`HubRun.move_main`) without the other tests seeing it.
+- `cdn` (function): a second server on the same repos, for the Hub's redirects to lead to (another host:port).
 
 Clients run in subprocesses whose environment comes from `HubRun.env(home)`: HF_ENDPOINT set before any
 client is imported, a cold (or reused) HF_HOME, download counts, telemetry and datasets' parquet-export
@@ -156,6 +157,15 @@ def moving_hub(hubsim_root, tmp_path):
     run = HubRun(HubServer(hubsim_root).start(), tmp_path / "hub", own_server=True)
     yield run
     run.close()
+
+
+@pytest.fixture
+def cdn(hubsim_root):
+    """A second test server on the same repos, on a port of its own: the CDN a redirect fault (redirect_to=cdn.url)
+    sends the Hub's file reads to, another host:port as far as a client can tell."""
+    server = HubServer(hubsim_root).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -71,8 +71,10 @@ class HubHandler(BaseHTTPRequestHandler):
         self._record = {"conn": self.conn_id, "method": self.command, "path": self.path,
                         "endpoint": endpoint_template(self.command, self.path, hub.repo_ids()),
                         "range": self.headers.get("Range"), "status": None, "bytes": 0, "fault": None,
-                        "ua": (self.headers.get("User-Agent") or "")[:160]}
+                        "ua": (self.headers.get("User-Agent") or "")[:160],
+                        "auth": self.headers.get("Authorization") is not None}
         self._drop_after = None
+        self._redirect_to = faults.faults.redirect_to if faults.should_redirect(line) else None
         body = self._read_body()
         if faults.should_stall(line):
             self._record["fault"] = "stall"
@@ -81,6 +83,11 @@ class HubHandler(BaseHTTPRequestHandler):
             faults.released.wait()
             hub.request_started()
             self.close_connection = True
+            return
+        if faults.take_unanswered(line):
+            self._record["fault"] = "unanswered"
+            self.close_connection = True  # closed without a word: the client reads the end of the connection
+            log.add(self._record, seq)
             return
         if faults.faults.delay_s:
             hub.stopping.wait(faults.faults.delay_s)
@@ -111,6 +118,9 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             if self._record["status"] is None:
                 self._send_json({"error": f"hubsim internal error: {exc}"}, status=500)
+        if faults.should_hang_up(line):
+            self.close_connection = True  # after the answer, which said nothing of it (no Connection: close)
+            self._record["fault"] = self._record["fault"] or "hangup"
         self._record["ms"] = round((time.perf_counter() - started) * 1000, 2)
         log.add(self._record, seq)
 
@@ -130,6 +140,11 @@ class HubHandler(BaseHTTPRequestHandler):
         self._start(status, {"Content-Type": content_type, "Content-Length": str(len(data)), **(headers or {})})
         if self.command != "HEAD":
             self._write_body([data])
+
+    def _redirect(self, headers: dict) -> None:
+        """302 to the redirect fault's server (the same path), or back to this one's: a loop."""
+        self._record["fault"] = "redirect"
+        self._start(302, {**headers, "Location": (self._redirect_to or "") + self.path, "Content-Length": "0"})
 
     def _send_json(self, obj, status: int = 200, headers: dict | None = None) -> None:
         self._send_bytes(orjson.dumps(obj), status=status, headers=headers)
@@ -158,6 +173,11 @@ class HubHandler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         parts = split.path.split("/")[1:]
         query = parse_qs(split.query)
+        kind = "datasets" if parts and parts[0] == "datasets" else "models"
+        offset = 1 if kind == "datasets" else 0
+        resolve = len(parts) >= offset + 5 and parts[offset + 2] == "resolve" and self.command in ("GET", "HEAD")
+        if self._redirect_to is not None and not (resolve and self._redirect_to):  # (a resolve's: in _resolve)
+            return self._redirect({})
         if parts[:2] == ["api", "agent-harnesses"] and len(parts) == 2:
             return self._send_json(AGENT_HARNESSES)
         if parts and parts[0] == "api" and len(parts) >= 4 and parts[1] in ("datasets", "models"):
@@ -171,9 +191,7 @@ class HubHandler(BaseHTTPRequestHandler):
                 return self._tree(self._revision(repo, unquote(rest[1])), unquote("/".join(rest[2:])), query)
             if len(rest) == 2 and rest[0] == "paths-info" and self.command == "POST":
                 return self._paths_info(self._revision(repo, unquote(rest[1])), body)
-        kind = "datasets" if parts and parts[0] == "datasets" else "models"
-        offset = 1 if kind == "datasets" else 0
-        if len(parts) >= offset + 5 and parts[offset + 2] == "resolve" and self.command in ("GET", "HEAD"):
+        if resolve:
             repo = self._repo(kind, f"{parts[offset]}/{parts[offset + 1]}")
             at = self._revision(repo, unquote(parts[offset + 3]))
             return self._resolve(at, unquote("/".join(parts[offset + 4:])))
@@ -250,6 +268,8 @@ class HubHandler(BaseHTTPRequestHandler):
                    "ETag": f'"{file.etag}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if file.sha256:
             headers.update({"X-Linked-Etag": f'"{file.sha256}"', "X-Linked-Size": str(file.size)})
+        if self._redirect_to:  # the Hub's redirect to its CDN: the file's headers, and where to read it
+            return self._redirect(headers)
         start, end = 0, file.size - 1
         status = 200
         wanted = self.headers.get("Range")

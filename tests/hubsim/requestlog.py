@@ -4,12 +4,13 @@ Kept in memory for tests and, when a path is given, appended to a JSON-lines fil
 
     {"seq": 3, "t": 0.412, "conn": 2, "method": "GET", "path": "/api/datasets/HuggingFaceFW/fineweb-edu/...",
      "endpoint": "GET /api/datasets/{repo}/revision/{sha}", "range": null, "status": 200, "bytes": 724,
-     "fault": null, "ua": "datasets/5.2.0; hf_hub/2.4.0; python/3.11.7; ...", "ms": 0.9}
+     "fault": null, "ua": "datasets/5.2.0; hf_hub/2.4.0; python/3.11.7; ...", "auth": false, "ms": 0.9}
 
 `endpoint` is the path (and query) with repo ids, commit shas and shard numbers replaced by {repo}, {sha}
 and {shard}, so a sequence of endpoints can be compared across builds and runs. `conn` numbers the TCP
-connections the server accepted; `fault` is null, "fail", "drop" or "stall" (a stalled request is logged
-on arrival, without status or ms); `ms` is the time spent answering, injected delay included.
+connections the server accepted; `fault` is null, "fail", "drop", "stall", "burst", "hangup", "unanswered" or
+"redirect" (a stalled request is logged on arrival, without status or ms); `auth` whether the request carried an
+Authorization header (never its value); `ms` is the time spent answering, injected delay included.
 
 `seq` is the ARRIVAL order: the handler takes a number (`RequestLog.arrive`) when it has read the request
 line, and the record lands under that number when the answer is done (`RequestLog.add`). A client sees

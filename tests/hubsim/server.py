@@ -42,6 +42,10 @@ class _Server(ThreadingHTTPServer):
             return
         super().handle_error(request, client_address)
 
+    def shutdown_request(self, request) -> None:
+        super().shutdown_request(request)
+        self.hub.connection_closed()
+
 
 class HubServer:
     """The server plus its run state (faults, request log); serves on a daemon thread."""
@@ -57,6 +61,8 @@ class HubServer:
         self._conn_lock = threading.Lock()
         self._in_flight = 0
         self._idle = threading.Condition()
+        self._closed = 0
+        self._closing = threading.Condition()
         self._httpd = _Server((host, port), HubHandler)
         self._httpd.hub = self
         self._thread: threading.Thread | None = None
@@ -85,6 +91,23 @@ class HubServer:
         with self._idle:
             self._in_flight -= 1
             self._idle.notify_all()
+
+    def connection_closed(self) -> None:
+        with self._closing:
+            self._closed += 1
+            self._closing.notify_all()
+
+    @property
+    def closed_connections(self) -> int:
+        """Connections the server has closed (its side), since it started."""
+        with self._closing:
+            return self._closed
+
+    def wait_closed(self, count: int, timeout: float = 30.0) -> bool:
+        """Wait until the server has closed `count` connections since it started; False if not within `timeout` (a
+        generous bound: it only matters when something hangs)."""
+        with self._closing:
+            return self._closing.wait_for(lambda: self._closed >= count, timeout)
 
     @property
     def in_flight(self) -> int:

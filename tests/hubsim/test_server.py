@@ -220,6 +220,50 @@ def test_stall_never_answers_until_faults_change(hub):
     assert request(hub.url, "GET", "/api/agent-harnesses")[0] == 200
 
 
+def test_hangup_closes_the_connection_after_an_answer_that_did_not_say_so(hub):
+    """hangup_match: the answer is whole and carries no `Connection: close`, then the server closes the connection
+    (the next request on it finds it closed); unmatched requests keep theirs."""
+    hub.set_faults(hangup_match="README")
+    closed = hub.server.closed_connections
+    conn = http.client.HTTPConnection("127.0.0.1", hub.server.port, timeout=10)
+    try:
+        conn.request("GET", f"{DS}/resolve/main/README.md")
+        answer = conn.getresponse()
+        assert answer.status == 200 and answer.getheader("Connection") is None and answer.read()
+        assert hub.server.wait_closed(closed + 1)
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+            conn.request("GET", "/api/agent-harnesses")
+            conn.getresponse()
+    finally:
+        conn.close()
+    assert [r["fault"] for r in hub.requests()] == ["hangup"]
+
+
+def test_unanswered_requests_get_their_connection_closed_then_answers_come(hub):
+    """unanswered_count=1: the first matching request's connection is closed without an answer (logged as
+    'unanswered', no status); the next is answered."""
+    hub.set_faults(unanswered_count=1, unanswered_match="agent")
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        request(hub.url, "GET", "/api/agent-harnesses")
+    assert request(hub.url, "GET", "/api/agent-harnesses")[0] == 200
+    assert [(r["fault"], r["status"]) for r in hub.requests()] == [("unanswered", None), (None, 200)]
+
+
+def test_redirect_sends_a_resolve_to_the_cdn_with_the_hubs_headers_or_back_to_itself(hub):
+    """redirect_match + redirect_to: a resolve is answered 302 to redirect_to + the same path, with the file's
+    X-Repo-Commit and ETag; an API call, 302 without them; redirect_to '' sends it back to the same path."""
+    sha = sha_of(hub)
+    hub.set_faults(redirect_match="README|revision", redirect_to="http://cdn.example:81")
+    status, headers, body = request(hub.url, "GET", f"{DS}/resolve/main/README.md")
+    assert status == 302 and body == b"" and headers["Location"] == f"http://cdn.example:81{DS}/resolve/main/README.md"
+    assert headers["X-Repo-Commit"] == sha and headers["ETag"]
+    status, headers, _ = request(hub.url, "GET", f"{API}/revision/main")
+    assert status == 302 and "X-Repo-Commit" not in headers
+    hub.set_faults(redirect_match="README")
+    status, headers, _ = request(hub.url, "HEAD", f"{DS}/resolve/main/README.md")
+    assert status == 302 and headers["Location"] == f"{DS}/resolve/main/README.md" and "X-Repo-Commit" not in headers
+
+
 def test_delay_is_added_to_every_request(hub):
     """delay_s=0.2: each answer takes at least the injected 0.2 s (lower bound only)."""
     hub.set_faults(delay_s=0.2)

@@ -1,6 +1,6 @@
 """The Hub's API as the native reader's listing calls it (fwe_cli/loader/sources/hub_listing.py): the dataset at a
 revision (commit, card, file names), the sizes and LFS sha256 of some of its files (paths-info), and which commit a
-branch is (one HEAD), over fwe's own kept-alive connections (fwe_cli/loader/hub_http.py): the calls huggingface_hub's
+branch is (one HEAD), over fwe's own kept-alive connections (fwe_cli/loader/http.py): the calls huggingface_hub's
 dataset_info and get_paths_info make. Each is retried while the Hub answers 429/5xx; a Hub that cannot be reached is
 one line saying so and how to go on without it.
 """
@@ -66,7 +66,7 @@ def paths_info(repo: str, sha: str, paths: list[str]) -> list[dict]:
 
 def _api(url: str, body: bytes | None = None, timeout: float = OPEN_TIMEOUT_S) -> object:
     """The JSON answer of one Hub API call (a POST when there is a form body)."""
-    from fwe_cli.loader.hub_http import request
+    from fwe_cli.loader.http import request
 
     headers = {"Content-Type": "application/x-www-form-urlencoded"} if body is not None else {}
     with request("POST" if body is not None else "GET", url, headers, body, timeout=timeout) as answer:
@@ -84,8 +84,8 @@ def _answered_timeout() -> float:
 
 def head_revision(repo: str, revision: str) -> str:
     """The commit a branch or tag points at now: one HEAD request (the X-Repo-Commit header of the card's resolve
-    URL), on a kept-alive connection (hub_http) that the listing's calls reuse when the branch moved."""
-    from fwe_cli.loader.hub_http import request
+    URL), on a kept-alive connection (http.py) that the listing's calls reuse when the branch moved."""
+    from fwe_cli.loader.http import request
 
     url = resolve_url(repo, revision, "README.md")
 

@@ -157,7 +157,7 @@ class Listing:
 
     def __init__(self, spec, use_cache: bool):
         from fwe_cli.loader.hub_env import endpoint, offline
-        from fwe_cli.loader.hub_http import preconnect
+        from fwe_cli.loader.http import preconnect
         from fwe_cli.loader.sources.hub_listing import listed_before, resolve_listing
 
         o = spec.options
@@ -224,7 +224,7 @@ class FooterAhead:
     def _fetch(self, url: str, path: str) -> None:
         import re
 
-        from fwe_cli.loader.hub_http import request
+        from fwe_cli.loader.http import request
         from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE, REQUEST_TIMEOUT_S
 
         try:

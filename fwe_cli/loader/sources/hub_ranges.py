@@ -17,9 +17,9 @@ REQUEST_TIMEOUT_S = 30.0
 
 def fetch_range(url: str, start: int, end: int, fail_fast: bool = False) -> bytes:
     """Bytes [start, end) of `url` (redirects followed, as the Hub sends large files to a CDN; kept-alive connections,
-    fwe_cli/loader/hub_http.py); transient failures retried (a Hub that cannot be reached at all not, with
+    fwe_cli/loader/http.py); transient failures retried (a Hub that cannot be reached at all not, with
     `fail_fast`: the caller has a way out). A server that ignores Range and sends the whole body is sliced."""
-    from fwe_cli.loader.hub_http import request
+    from fwe_cli.loader.http import request
 
     def get() -> bytes:
         with request("GET", url, {"Range": f"bytes={start}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:

@@ -5,7 +5,7 @@ cannot be reached, so that a caller with an offline stand-in (GPT-2's packaged v
 copy, a refused connection, a DNS failure, no answer within `HEAD_TIMEOUT_S`); any other error (404, 401, a Hub
 that keeps answering 503 past the retries) propagates.
 
-It is one plain GET of fwe's own (hub_env.fetch) under fwe's retry policy (transient.HUB_RETRY, giving up at once on
+It is one plain GET of fwe's own (http.py) under fwe's retry policy (transient.HUB_RETRY, giving up at once on
 a Hub that cannot be reached), written into the cache the way huggingface_hub writes it: `blobs/<etag>` (the LFS
 sha256, checked, or the ETag), `snapshots/<commit>/<file>` a relative link to the blob, `refs/main` the commit; so
 its tools (try_to_load_from_cache, hf_hub_download with local_files_only, `hf cache`) find the file. Not
@@ -26,8 +26,8 @@ import re
 import threading
 
 from fwe_cli.artifacts import write_atomic
-from fwe_cli.loader.hub_env import cached_file, endpoint, fetch, fwe_cache_dir, head, hub_cache_dir, offline, \
-    resolve_url
+from fwe_cli.loader.hub_env import cached_file, endpoint, fwe_cache_dir, hub_cache_dir, offline, resolve_url
+from fwe_cli.loader.http import head, request
 from fwe_cli.loader.in_background import InBackground
 from fwe_cli.loader.node_lock import node_lock
 from fwe_cli.loader.transient import RetryScope, call_with_retries, current_scope, hub_budget_s, scoped, \
@@ -123,7 +123,8 @@ def _download(repo: str, filename: str, timeout: float, revalidate: bool) -> str
         commit, etag = _identity(head(url, timeout), url)
         if os.path.isfile(_blob(repo, etag)):
             return _store(repo, filename, commit, etag, None)
-    headers, body = fetch(url, timeout)
+    with request("GET", url, timeout=timeout) as answer:
+        headers, body = answer.headers, answer.read()
     commit, etag = _identity(headers, url)
     if _SHA256.match(etag) and hashlib.sha256(body).hexdigest() != etag:
         raise ValueError(f"{url}: the body's sha256 differs from the Hub's ({etag}): the download is damaged")
