@@ -2,6 +2,7 @@
 
     path = write_corpus(tmp_path / "docs.jsonl")
     numbers = doc_numbers(np.concatenate([b.reshape(-1) for b in batches]))   # the documents begun, in order
+    order = round_robin([worker0_batches, worker1_batches])                    # as a DataLoader takes them
 """
 
 from __future__ import annotations
@@ -28,3 +29,14 @@ def doc_numbers(tokens: np.ndarray) -> list[int]:
     """The numbers of the documents whose start a byte-token stream holds, in order (end-of-text ids dropped)."""
     data = bytes(int(t) for t in np.asarray(tokens).reshape(-1) if int(t) < 256)
     return [int(m.group(1)) for m in START.finditer(data)]
+
+
+def round_robin(streams: list[list]) -> list:
+    """The order a DataLoader takes its workers' items in: one of each in turn, a finished worker left out."""
+    out, at = [], [0] * len(streams)
+    while any(a < len(s) for a, s in zip(at, streams)):
+        for w, stream in enumerate(streams):
+            if at[w] < len(stream):
+                out.append(stream[at[w]])
+                at[w] += 1
+    return out

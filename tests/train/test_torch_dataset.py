@@ -16,7 +16,7 @@ stateful = pytest.importorskip("torchdata.stateful_dataloader")
 from fwe_cli.errors import ConfigError  # noqa: E402
 from fwe_cli.loader import FineWebDataset, FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.loader.torch_dataset import sample_rows  # noqa: E402
-from tests.train.corpus import doc_numbers, write_corpus  # noqa: E402
+from tests.train.corpus import doc_numbers, round_robin, write_corpus  # noqa: E402
 
 StatefulDataLoader = stateful.StatefulDataLoader
 DOCS = 120
@@ -34,17 +34,6 @@ def _config(corpus, **kw):
 def _loader_batches(config) -> list[np.ndarray]:
     with FineWebLoader(config) as loader:
         return list(loader)
-
-
-def _round_robin(streams: list[list]) -> list:
-    """The order a DataLoader takes its workers' items in: one of each in turn, a finished worker left out."""
-    out, at = [], [0] * len(streams)
-    while any(a < len(s) for a, s in zip(at, streams)):
-        for w, stream in enumerate(streams):
-            if at[w] < len(stream):
-                out.append(stream[at[w]])
-                at[w] += 1
-    return out
 
 
 def _arrays(batches) -> list[np.ndarray]:
@@ -71,7 +60,7 @@ def test_each_worker_reads_its_own_documents(corpus, world, rank):
     config = _config(corpus, shard_mod=world, shard_rem=rank)
     got = list(StatefulDataLoader(FineWebDataset(config), batch_size=None, num_workers=2))
     per_worker = [_loader_batches(_config(corpus, shard_mod=world * 2, shard_rem=rank * 2 + w)) for w in range(2)]
-    assert _same(got, _round_robin(per_worker))
+    assert _same(got, round_robin(per_worker))
     numbers = [doc_numbers(np.concatenate([b.reshape(-1) for b in batches])) for batches in per_worker]
     assert all(n % (world * 2) == rank * 2 + w for w, worker in enumerate(numbers) for n in worker)
     everything = numbers[0] + numbers[1]
