@@ -49,7 +49,7 @@ class FineWebDataset(IterableDataset):
     def __init__(self, config: LoaderConfig, samples: bool = False):
         if not isinstance(config, LoaderConfig):
             raise ConfigError(f"FineWebDataset takes a LoaderConfig (resolve_config(...)), got {config!r}")
-        if samples and getattr(config, "labels", False):
+        if samples and config.labels:
             raise ConfigError("FineWebDataset(samples=True) yields HF causal-LM rows (labels = input_ids: the model "
                               "shifts them): leave labels off its config")
         self.config = config

@@ -118,6 +118,35 @@ def test_sample_rows_of_a_dict_batch_carry_position_ids():
         assert row["labels"].tolist() == inputs[i].tolist() and row["position_ids"].tolist() == positions[i].tolist()
 
 
+def test_dict_batches_pass_through_workers_and_resume(corpus):
+    """With labels and boundaries a batch is a dict (input, labels, positions, cu_seqlens): through two workers each
+    key arrives as a tensor equal to the shard loaders' arrays, and a resumed DataLoader continues with the same
+    dicts."""
+    config = _config(corpus, labels=True, boundaries=True)
+    got = list(StatefulDataLoader(FineWebDataset(config), batch_size=None, num_workers=2))
+    expected = round_robin([_loader_batches(_config(corpus, labels=True, boundaries=True, shard_mod=2, shard_rem=w))
+                            for w in range(2)])
+    assert len(got) == len(expected) > 10
+    assert all(sorted(g) == ["cu_seqlens", "input", "labels", "positions"] for g in got)
+    assert all(_same([g[k] for g in got], [e[k] for e in expected]) for k in expected[0])
+    rest, resumed = _resume(config, 2, 5)
+    assert all(_same([r[k] for r in resumed], [r[k] for r in rest]) for k in rest[0])
+
+
+def test_sample_rows_with_boundaries_carry_position_ids_and_labels_mode_is_refused(corpus):
+    """samples=True with boundaries: each row's position_ids are its batch row's positions; samples=True with labels
+    (already shifted, which HF models would shift again) is refused in one line."""
+    config = _config(corpus, boundaries=True)
+    rows = [dict(input_ids=b["input"][i], position_ids=b["positions"][i]) for b in _loader_batches(config)
+            for i in range(len(b["input"]))]
+    got = list(torch.utils.data.DataLoader(FineWebDataset(config, samples=True), batch_size=None))
+    assert len(got) == len(rows) > 10
+    assert all(g["position_ids"].tolist() == r["position_ids"].tolist() and
+               g["labels"].tolist() == g["input_ids"].tolist() == r["input_ids"].tolist() for g, r in zip(got, rows))
+    with pytest.raises(ConfigError, match="leave labels off"):
+        FineWebDataset(_config(corpus, labels=True), samples=True)
+
+
 def _first_workers_state(config, num_workers: int) -> dict:
     loader = StatefulDataLoader(FineWebDataset(config), batch_size=None, num_workers=num_workers)
     items = iter(loader)
