@@ -58,6 +58,7 @@ class FineWebDataset(IterableDataset):
         prepare_tokenizer(config)
         self._pending: dict | None = None  # a loaded state, for the next pass to start from
         self._loader: FineWebLoader | None = None  # the pass in progress (in this process)
+        self._last: FineWebLoader | None = None  # the last pass's, closed, for its stats
         self._ended: dict | None = None  # the state at the end of the last pass
         self._before: dict | None = None  # sample mode: the loader's state before the batch in progress
         self._taken = 0  # sample mode: rows of that batch taken
@@ -149,8 +150,10 @@ class FineWebDataset(IterableDataset):
         self._ended = None
 
     def stats(self) -> dict | None:
-        """The loader's stats (FineWebLoader.stats) of this copy's pass in progress; None between passes."""
-        return self._loader.stats() if self._loader is not None else None
+        """The loader's stats (FineWebLoader.stats) of this copy's pass in progress, else of its last pass; None
+        before its first."""
+        loader = self._loader or self._last
+        return loader.stats() if loader is not None else None
 
     # -- internals -------------------------------------------------------------------------------------
     def _outer_state(self, loader_state: dict | None, rows: int) -> dict:
@@ -162,10 +165,11 @@ class FineWebDataset(IterableDataset):
         self._before, self._taken, self._batch_rows = None, 0, None
         if loader is not None:
             loader.close()
+            self._last = loader
 
     def __getstate__(self) -> dict:
         """A copy for a DataLoader worker process: the settings and any loaded state, no pass in progress."""
-        return dict(self.__dict__, _loader=None, _before=None, _taken=0, _batch_rows=None)
+        return dict(self.__dict__, _loader=None, _last=None, _before=None, _taken=0, _batch_rows=None)
 
 
 def prepare_tokenizer(config: LoaderConfig) -> None:
