@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from fwe_cli.errors import ConfigError
+from fwe_cli.errors import ConfigError, FweError
 from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.fineweb_loader import FineWebLoader
@@ -176,10 +176,13 @@ def prepare_tokenizer(config: LoaderConfig) -> None:
     """Load the config's tokenizer in this process and wait for its fast backend's proof (tokenization.doc_tokenizer):
     DataLoader workers forked from here start with it, instead of each proving it again (every epoch, unless the
     workers persist) while encoding with the slow backend. A tokenizer named by the source (config.tokenizer None) is
-    loaded by each worker."""
+    loaded by each worker; one that fails to load fails in the workers' loaders, as it would without this."""
     if config.tokenizer is None:
         return
-    tokenizer = load_tokenizer(config.tokenizer, config.tokenizer_backend, not config.hub_cache)
+    try:
+        tokenizer = load_tokenizer(config.tokenizer, config.tokenizer_backend, not config.hub_cache)
+    except FweError:  # the loaders meet it again, within their limits (a synthetic fallback included)
+        return
     if isinstance(tokenizer, UpgradingTokenizer):
         tokenizer.wait_upgrade(config.loader_timeout)
 

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
-from fwe_cli.errors import ConfigError  # noqa: E402
+from fwe_cli.errors import ConfigError, TokenizerError  # noqa: E402
 from fwe_cli.loader import FineWebDataset, FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.loader.torch_dataset import sample_rows  # noqa: E402
 from tests.train.corpus import doc_numbers, round_robin, write_corpus  # noqa: E402
@@ -223,3 +223,16 @@ def test_workers_start_with_the_tokenizer_proven_in_the_main_process(gpt2_tokeni
     loader = torch.utils.data.DataLoader(Backends(config), batch_size=None, num_workers=1)
     counts = next(iter(loader))
     assert set(counts) == {"tiktoken"} and counts["tiktoken"] > 0
+
+
+def test_a_tokenizer_that_fails_to_load_fails_in_the_loader_as_without_the_dataset(tmp_path):
+    """The constructor's early tokenizer load is no new place to fail: a tokenizer file that is missing makes the
+    pass fail with the loader's TokenizerError, or, with synthetic_on_fail, fall back to synthetic data."""
+    missing = str(tmp_path / "missing" / "tokenizer.json")
+    config = resolve_config(env={}, source="synthetic", tokenizer=missing, seq_len=16, batch_size=2)
+    with pytest.raises(TokenizerError, match="does not exist"):
+        next(iter(torch.utils.data.DataLoader(FineWebDataset(config), batch_size=None)))
+    with pytest.warns(RuntimeWarning, match="FALLING BACK TO SYNTHETIC DATA"):
+        batch = next(iter(torch.utils.data.DataLoader(FineWebDataset(config.replace(synthetic_on_fail=True)),
+                                                      batch_size=None)))
+    assert batch.shape == (2, 16)
