@@ -90,6 +90,7 @@ class FineWebDataset(IterableDataset):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator:
+        """One pass: a loader over this worker's shard, from the state loaded if any; its batches, or their rows."""
         place = self._place()
         config = self._pass_config(place)
         pending, self._pending = self._pending, None
@@ -98,9 +99,10 @@ class FineWebDataset(IterableDataset):
         loader = self._loader = FineWebLoader(config, state=pending["loader"] if pending else None)
         try:
             yield from self._sample_rows(loader, pending) if self.samples else loader
-            self._ended = self._outer_state(loader.state_dict(), 0)
+            if self._loader is loader:  # not ended by a newer pass (an abandoned pass can end after the next began)
+                self._ended = self._outer_state(loader.state_dict(), 0)
         finally:
-            if self._loader is loader:  # not a newer pass's (an abandoned pass can end after the next began)
+            if self._loader is loader:
                 self._close_pass()
             loader.close()
 

@@ -236,3 +236,16 @@ def test_a_tokenizer_that_fails_to_load_fails_in_the_loader_as_without_the_datas
         batch = next(iter(torch.utils.data.DataLoader(FineWebDataset(config.replace(synthetic_on_fail=True)),
                                                       batch_size=None)))
     assert batch.shape == (2, 16)
+
+
+def test_a_pass_abandoned_for_a_newer_one_does_not_overwrite_where_the_newer_ended(corpus):
+    """A pass begun, then a newer pass of the same dataset run to its end, then the abandoned one resumed (its loader
+    closed, it ends): the dataset's state is still the end of the newer pass, from which a resume yields nothing."""
+    dataset = FineWebDataset(_config(corpus))
+    abandoned = iter(dataset)
+    next(abandoned)
+    newer = list(iter(dataset))
+    assert list(abandoned) == [] and len(newer) > 10
+    fresh = FineWebDataset(_config(corpus))
+    fresh.load_state_dict(dataset.state_dict())
+    assert list(fresh) == []
