@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-# torch is optional; the CPU build lies on this kind of machine's disk (~20 s). Without it, torch tests skip.
+# torch: the CPU build lies on this kind of machine's disk (~20 s). The test extra's torchdata and accelerate
+# (tests/train) need torch too: installed first, it is the build they get.
 if [ "${FWE_WITH_TORCH:-1}" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q torch==2.13.0 || echo "note: torch not installed; torch tests will be skipped" >&2
 fi

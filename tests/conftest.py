@@ -45,6 +45,8 @@ LONGEST_FIRST = (
     "tests/loader/test_hub_ranks.py",
     "tests/measure/test_hub_smoke.py",
     "tests/loader/test_ranks.py",
+    "tests/train/test_runbook.py",
+    "tests/train/test_hf_trainer.py",
     "tests/cli/test_smoke_cmd.py",
     "tests/bootstrap/test_hub_native.py",
     "tests/loader/test_tiktoken_fallback.py",

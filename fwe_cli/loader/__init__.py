@@ -9,7 +9,8 @@
 
 Stages, one module each: `sources/` (documents from hub, local files or synthetic, sharded), `tokenization/`
 (the `tokenizers` and tiktoken backends), `packing`, `pipeline` (the producer), `prefetch` (the bounded
-background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution.
+background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution;
+`torch_dataset` is the loader as a torch IterableDataset (FineWebDataset, needs torch).
 The public names below are imported on first use, so `import fwe_cli.loader.config` stays cheap.
 """
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 _PUBLIC = {
     "FineWebLoader": "fwe_cli.loader.fineweb_loader",
+    "FineWebDataset": "fwe_cli.loader.torch_dataset",
     "LoaderConfig": "fwe_cli.loader.config",
     "Shard": "fwe_cli.loader.config",
     "resolve_config": "fwe_cli.loader.config",
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError
     from fwe_cli.loader.config import LoaderConfig, Shard, resolve_config
     from fwe_cli.loader.fineweb_loader import FineWebLoader
+    from fwe_cli.loader.torch_dataset import FineWebDataset
 
 
 def __getattr__(name: str):

@@ -36,8 +36,12 @@ _joined: tuple[Any, Any] = (None, None)  # (the default group fwe's group was ma
 
 
 def _dist():
-    """torch.distributed when the caller runs a torch.distributed job of more than one rank, else None."""
+    """torch.distributed when the caller runs a torch.distributed job of more than one rank, else None (also in a
+    DataLoader worker: forked from its rank, it inherits the process group, but is no rank of it)."""
     if "torch" not in sys.modules:
+        return None
+    data = sys.modules.get("torch.utils.data")
+    if data is not None and data.get_worker_info() is not None:
         return None
     dist = sys.modules.get("torch.distributed")
     try:

@@ -1,0 +1,24 @@
+"""runbooks/train.md's plain loop, DataLoader workers and HF Trainer sections run as written: each section's blocks in
+a scratch directory, as a reader runs them (tests.train.runbook_sections; the Grain and torchtitan sections are run by
+their own tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.train.runbook_sections import blocks, run_section
+
+SECTIONS = {"A plain PyTorch loop": "FineWebLoader(config, state=",
+            "DataLoader workers, checkpointed with StatefulDataLoader": "StatefulDataLoader(FineWebDataset(",
+            "The Hugging Face Trainer": "FweDataCallback.attach(trainer)"}
+
+
+@pytest.mark.parametrize("heading", sorted(SECTIONS))
+def test_the_section_runs_as_written(tmp_path, heading):
+    """The section holds its example (a block lost to a broken fence would otherwise go untested), and every block of
+    it exits 0."""
+    pytest.importorskip("torchdata.stateful_dataloader")
+    if "Hugging Face" in heading:
+        pytest.importorskip("transformers")
+    assert any(SECTIONS[heading] in code for _language, _name, code in blocks(heading))
+    assert run_section(heading, tmp_path, timeout=600)
