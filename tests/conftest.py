@@ -71,5 +71,6 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
-# The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py.
-pytest_plugins = ["tests.hubsim.fixtures"]
+# The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py; the opt-in CPU
+# accounting (FWE_TEST_CPU=FILE): tests/cpu_account.py.
+pytest_plugins = ["tests.hubsim.fixtures", "tests.cpu_account"]
