@@ -132,6 +132,22 @@ def _smoke_on_stalled_hub(tmp_path, env: dict, *args: str):
     return proc, data
 
 
+def test_a_hanging_source_ends_by_the_loaders_deadline_with_exit_3(tmp_path, stalled_listing):
+    """A source that never yields (a Hub whose file listing never comes), with prefetch: the loader's own deadline
+    ends the run (LoaderTimeout naming the stage, not the watchdog) and the process ends by itself, its producer
+    thread still stuck: exit 3, one JSON object on stdout (ok false) equal to the one artifact, and the stage on
+    stderr."""
+    proc, data = _smoke_on_stalled_hub(tmp_path, stalled_listing, "--timeout", "1")
+    assert proc.returncode == 3, proc.stderr
+    assert data["exit_code"] == 3 and data["ok"] is False
+    assert data["error"]["type"] == "LoaderTimeout" and " within " in data["error"]["message"]
+    assert data["error"]["stage"].startswith("opening source (Hub file listing")
+    assert "opening source (Hub file listing" in proc.stderr
+    artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
+    assert [str(a) for a in artifacts] == [data["artifact"]]
+    assert orjson.loads(artifacts[0].read_bytes()) == data
+
+
 def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, stalled_listing):
     """A source that never yields (a Hub whose file listing never comes) with --synthetic-on-fail: the loader's
     deadline ends the real attempt and the synthetic fallback gets its turn (the watchdog does not fire first):
@@ -156,6 +172,7 @@ def test_watchdog_still_prints_one_json_object(tmp_path, stalled_listing):
     assert proc.returncode == 3, proc.stderr
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}
+    assert " within " in data["error"]["message"]
     assert data["config"]["source"]["kind"] == "hub" and data["fwe_version"]
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert [str(a) for a in artifacts] == [data["artifact"]]
