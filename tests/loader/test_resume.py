@@ -208,5 +208,19 @@ def test_smoke_save_state_then_resume_state_in_fresh_processes(local_files, tmp_
     whole = np.load(tmp_path / "all.npz")["batches"]
     halves = np.concatenate([np.load(tmp_path / "a.npz")["batches"], np.load(tmp_path / "b.npz")["batches"]])
     assert np.array_equal(whole, halves)
-    bad = run_fwe(*common, "--batches", "1", "--resume-state", str(state), "--seq-len", "128")
-    assert bad.returncode == 2 and "resume state was saved with seq_len=256" in " ".join(bad.stderr.split())
+
+
+def test_smoke_refuses_a_resume_state_saved_with_another_seq_len(local_files, tmp_path):
+    """`fwe smoke --resume-state` with a state saved at --seq-len 256 and run at 128: a usage error (exit 2) naming
+    the setting and the value it was saved with, and no batch."""
+    from tests.helpers import invoke
+
+    common = ("smoke", "--local-path", str(local_files / "jsonl"), "--tokenizer", "byte", "--batch", "4",
+              "--batches", "1", "--artifacts-dir", str(tmp_path / "artifacts"))
+    state = tmp_path / "state.json"
+    saved = invoke(*common, "--seq-len", "256", "--save-state", str(state))
+    assert saved.exit_code == 0 and state.exists(), saved.stderr
+    bad = invoke(*common, "--seq-len", "128", "--resume-state", str(state), "--json")
+    assert bad.exit_code == 2 and "resume state was saved with seq_len=256" in " ".join(bad.stderr.split())
+    data = orjson.loads(bad.stdout)
+    assert data["error"]["type"] == "ConfigError" and "batches" not in data  # the error object: no run was made
