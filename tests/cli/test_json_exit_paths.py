@@ -1,7 +1,8 @@
 """With --json, stdout carries exactly one JSON object on every way a run ends (usage error, fallback, interrupt, a
 bug), with `ok`, `exit_code` (equal to the exit status) and `error`; never two objects, never none. In-process through
 CliRunner and in the `fwe` process itself (main(), signals). A smoke's timeouts (the loader's deadline, the watchdog's
-os._exit) end in one object too: tests/cli/test_smoke_cmd.py."""
+os._exit) end in one object too (tests/cli/test_smoke_cmd.py), and so does a fallback (tests/loader/
+test_hub_unreachable.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 
 from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
-from tests.loader.test_hub_unreachable import refusing  # noqa: F401  (fixture: a dead Hub endpoint)
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
 
@@ -175,20 +175,6 @@ def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tm
     data = one_object(result.stdout, 4)
     assert data["error"]["type"] == "RunFailed" and "run did not finish" in data["error"]["message"]
     assert "verdict" in data
-
-
-def _hub_env(tmp_path, endpoint: str) -> dict:
-    return {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-            "HF_HUB_OFFLINE": "0"}
-
-
-def test_a_fallback_is_one_object_with_exit_0(tmp_path, refusing):
-    """--synthetic-on-fail on an unreachable Hub: exit 0, one object, ok true, recording the fallback."""
-    with pytest.warns(RuntimeWarning, match="FALLING BACK"):
-        result = invoke("smoke", "--source", "hub", "--tokenizer", "byte", "--synthetic-on-fail", "--json",
-                        "--artifacts-dir", str(tmp_path / "a"), env=_hub_env(tmp_path, refusing))
-    data = one_object(result.stdout, 0)
-    assert data["fallback"]["to_source"] == "synthetic"
 
 
 def test_an_interrupt_of_a_running_smoke_is_one_error_object(tmp_path):
