@@ -132,12 +132,13 @@ def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
 
 
 def test_state_refuses_other_settings_naming_them(local_files):
-    """A state saved with one batch shape, tokenizer, shard or set of files is refused by a loader with another,
-    and the error names the setting; an unknown version is refused too."""
+    """A state saved with one batch shape, tokenizer, shard, shuffle or set of files is refused by a loader with
+    another, and the error names the setting; an unknown version is refused too."""
     base = dict(env={}, local_path=str(local_files / "jsonl"), tokenizer="byte", seq_len=256, batch_size=4)
     _, state = pull(resolve_config(**base), 2)
     for change, name in (({"seq_len": 128}, "seq_len"), ({"tokenizer": "gpt2"}, "tokenizer"),
-                         ({"shard_mod": 2, "shard_rem": 0}, "shard_mod"), ({"shuffle_seed": 1}, "shuffle_seed")):
+                         ({"shard_mod": 2, "shard_rem": 0}, "shard_mod"), ({"shuffle_seed": 1}, "shuffle_seed"),
+                         ({"local_path": str(local_files / "jsonl" / "a.jsonl")}, "source.local_path")):
         with pytest.raises(ConfigError, match=f"resume state was saved with {name}="):
             FineWebLoader(resolve_config(**{**base, **change}), state=state)
     with pytest.raises(ConfigError, match="not a fwe loader resume state"):
