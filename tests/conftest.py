@@ -54,7 +54,6 @@ LONGEST_FIRST = (
     "tests/loader/test_hub_resume.py",
     "tests/cli/test_json_exit_paths.py",
     "tests/cli/test_bootstrap_cmd.py",
-    "tests/loader/test_failures.py",
     "tests/benchmarks/test_bench_throughput.py",
     "tests/loader/test_gpt2_offline.py",
     "tests/bootstrap/test_crash.py",
