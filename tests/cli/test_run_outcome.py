@@ -1,5 +1,6 @@
 """A run's outcome is its own object (fwe_cli.cli.invocation.Run), not the process's: the first way out decides it once,
-from any thread, and a run after another in the same process starts fresh."""
+from any thread, a run after another in the same process starts fresh, and a run inside another program returns to
+it, never ends it (a producer it could not join, its watchdog firing)."""
 
 from __future__ import annotations
 
