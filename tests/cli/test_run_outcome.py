@@ -102,7 +102,7 @@ def _embedded_smoke(tmp_path, stuck_at: int, *flags: str) -> tuple[int, dict]:
 
 
 def test_a_run_inside_another_program_returns_to_it_with_a_producer_it_could_not_join(tmp_path):
-    """The first short document holds the smoke's 3 batches and 2 more, then the producer's next read is stuck when
+    """The first short document holds more than the smoke's 3 batches, then the producer's next read is stuck when
     the smoke closes its loader (the join gives up): the run still returns to the program that made it (only the
     `fwe` process itself ends at once), exit 0 and its one object, which reports the producer alive."""
     code, data = _embedded_smoke(tmp_path, 1)
