@@ -1,5 +1,5 @@
-"""Shared fixtures (the GPT-2 tokenizer.json built offline and small generated data) and the order in which test
-modules are handed to the pytest-xdist workers."""
+"""Shared fixtures (the GPT-2 tokenizer.json built offline and small generated data), the order in which test
+modules are handed to the pytest-xdist workers, and which tests are `slow` (left out of the inner loop's subset)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,6 @@ LONGEST_FIRST = (
     "tests/loader/test_hub_resume.py",
     "tests/cli/test_json_exit_paths.py",
     "tests/cli/test_bootstrap_cmd.py",
-    "tests/loader/test_failures.py",
     "tests/benchmarks/test_bench_throughput.py",
     "tests/loader/test_gpt2_offline.py",
     "tests/bootstrap/test_crash.py",
@@ -66,12 +65,95 @@ LONGEST_FIRST = (
 )
 
 
+# The tests marked `slow`, which the inner loop's subset leaves out (`bash scripts/test.sh --fast`, i.e. -m "not slow"):
+# modules or single tests (all their parameters) that start processes (fresh interpreters, torchrun, a venv, the
+# benchmarks, kill -9 and signals) or cost more than about half a CPU-second each, as `FWE_TEST_CPU=FILE` measures
+# (tests/cpu_account.py). What stays is most of the tests of every package at under a quarter of the suite's CPU
+# time: a new test that starts processes or costs more belongs here.
+SLOW = (
+    # whole modules: processes (fresh interpreters, torchrun, a venv, benchmarks, kill -9 and signals) or heavy work
+    "tests/test_readme_commands.py",
+    "tests/benchmarks/test_bench_hub_start.py",
+    "tests/benchmarks/test_bench_memory.py",
+    "tests/benchmarks/test_bench_throughput.py",
+    "tests/benchmarks/test_bench_token_path.py",
+    "tests/benchmarks/test_bench_tokenize_scale.py",
+    "tests/bootstrap/test_crash.py",
+    "tests/bootstrap/test_hub_native.py",
+    "tests/bootstrap/test_hub_pinned_revision.py",
+    "tests/bootstrap/test_hub_small_target.py",
+    "tests/hubsim/test_clients.py",
+    "tests/loader/test_hub_early_start.py",
+    "tests/loader/test_hub_first_batches.py",
+    "tests/loader/test_hub_ranks.py",
+    "tests/loader/test_hub_readers_agree.py",
+    "tests/loader/test_hub_resume.py",
+    "tests/loader/test_hub_warm_imports.py",
+    "tests/loader/test_ranks.py",
+    "tests/loader/test_torch.py",
+    "tests/measure/test_hub_measure.py",
+    "tests/measure/test_hub_smoke.py",
+    "tests/measure/test_live_progress.py",
+    "tests/measure/test_run_lifetime.py",
+    "tests/report/test_report_cmd.py",
+    "tests/tokens/test_crash.py",
+    "tests/tokens/test_tasks.py",
+    # single tests
+    "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
+    "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
+    "tests/bootstrap/test_sources.py::test_hub_positions_resume_exactly",
+    "tests/cli/test_bootstrap_cmd.py::test_automation_script_accepts_the_old_flags",
+    "tests/cli/test_doctor_cmd.py::test_doctor_json_has_every_section",
+    "tests/cli/test_json_exit_paths.py::test_a_usage_error_of_the_fwe_process_is_one_line_and_one_error_object",
+    "tests/cli/test_json_exit_paths.py::test_an_interrupt_of_a_running_smoke_is_one_error_object",
+    "tests/cli/test_regression_gate.py::test_measure_regression_and_pass_through_the_command",
+    "tests/cli/test_run_outcome.py::test_a_run_after_the_fwe_process_own_run_starts_fresh",
+    "tests/cli/test_run_outcome.py::test_a_run_inside_another_program_returns_to_it_with_a_producer_it_could_not_join",
+    "tests/cli/test_run_outcome.py::test_a_watchdog_inside_another_program_ends_the_run_not_the_program",
+    "tests/cli/test_smoke_cmd.py::test_a_hanging_source_ends_by_the_loaders_deadline_with_exit_3",
+    "tests/cli/test_smoke_cmd.py::test_hanging_source_falls_back_within_the_loader_deadline",
+    "tests/cli/test_smoke_cmd.py::test_watchdog_still_prints_one_json_object",
+    "tests/cli/test_smoke_cmd.py::test_old_automation_script_accepts_users_flags",
+    "tests/cli/test_unexpected_errors.py::test_sigterm_stops_a_smoke_like_ctrl_c",
+    "tests/loader/test_core_defects.py::test_a_warm_hub_start_counts_each_document_once",
+    "tests/loader/test_gpt2_offline.py::test_ids_equal_tiktokens_gpt2_on_generated_text",
+    "tests/loader/test_head_tail.py::test_a_state_before_or_after_the_boundary_resumes_exactly_in_a_fresh_process",
+    "tests/loader/test_head_tail.py::test_grow_after_a_kill_9_verifies_and_the_next_run_continues",
+    "tests/loader/test_resume.py::test_smoke_save_state_then_resume_state_in_fresh_processes",
+    "tests/loader/test_tiktoken_backend.py::test_every_code_point",
+    "tests/loader/test_tiktoken_backend.py::test_generated_fineweb_records",
+    "tests/loader/test_tiktoken_fallback.py::test_refused_with_reason",
+    "tests/loader/test_tiktoken_fallback.py::test_loader_stream_is_the_same_for_every_backend",
+    "tests/loader/test_tiktoken_identity.py::test_random_unicode_has_identical_ids",
+    "tests/loader/test_tiktoken_identity.py::test_generated_corpus_has_identical_ids",
+    "tests/loader/test_tiktoken_identity.py::test_random_text_reaches_surrogates_and_every_alternative",
+    "tests/loader/test_token_dir.py::test_a_token_directory_is_matched_by_its_vocabulary_not_its_tokenizers_name",
+    "tests/loader/test_token_dir.py::test_token_dir_batches_equal_the_text_paths",
+    "tests/measure/test_cold_warm.py::test_cold_and_warm_local_runs_write_summary_with_phases",
+    "tests/measure/test_cold_warm.py::test_kpi_miss_exit_codes",
+    # the three tests that use test_tune's `sweep` (a tune whose trials are child processes)
+    "tests/measure/test_tune.py::test_small_grid_runs_every_trial_in_rounds_and_writes_all_outputs",
+    "tests/measure/test_tune.py::test_planted_slow_doc_batch_slows_exactly_its_trials",
+    "tests/measure/test_tune.py::test_sourcing_fwe_env_sets_the_smoke_config",
+)
+
+
+def is_slow(nodeid: str) -> bool:
+    """Whether SLOW names the test's module or the test itself (any of its parameters)."""
+    return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the markers
 def pytest_collection_modifyitems(items):
-    """LONGEST_FIRST's modules first, in its order; every other module after them, in collection order (a stable
-    sort: the tests of a module keep their order)."""
+    """SLOW's tests get the `slow` marker. LONGEST_FIRST's modules come first, in its order; every other module after
+    them, in collection order (a stable sort: the tests of a module keep their order)."""
+    for item in items:
+        if is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
-# The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py.
-pytest_plugins = ["tests.hubsim.fixtures"]
+# The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py; the opt-in CPU
+# accounting (FWE_TEST_CPU=FILE): tests/cpu_account.py.
+pytest_plugins = ["tests.hubsim.fixtures", "tests.cpu_account"]

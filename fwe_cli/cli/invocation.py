@@ -101,18 +101,18 @@ class Run:
             obj["error"] = error
         return obj
 
-    def end(self, code: int, abandoned: bool = False) -> NoReturn:
+    def end(self, code: int) -> NoReturn:
         """End the run (`finish(code)`; the code it ended with, when another way out came first) once the caller has
         written its artifact and output, and leave.
 
-        The process itself ends here, through os._exit after stdout and stderr are flushed, when it is the `fwe`
-        process (`own_process`) or when the caller has `abandoned` a thread: interpreter shutdown would wait for
-        background work the run no longer needs (a tokenizer encode, a Hub read, read-ahead), and a thread stuck in a
-        native read cannot be joined at all: shutdown then waits on it and can abort (SIGABRT while finalizing) once
-        the read wakes, long after the timeout, so with `abandoned` the process ends at once even inside another
-        program. Otherwise (a command inside another program: CliRunner) typer.Exit with the code."""
+        In the `fwe` process (`own_process`) the process ends here, through os._exit after stdout and stderr are
+        flushed: interpreter shutdown would wait for background work the run no longer needs (a tokenizer encode, a
+        Hub read, read-ahead), and a thread stuck in a native read cannot be joined at all (shutdown waits on it and
+        can abort once the read wakes, long after the timeout). A run inside another program (CliRunner) never ends
+        its host: it leaves through typer.Exit with the code, and a thread it could not join is a daemon the host's
+        exit does not wait for (FineWebLoader.close), as for any library user of the loader."""
         self.finish(code)
-        if self.own_process or abandoned:
+        if self.own_process:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(self.code)

@@ -44,9 +44,10 @@ class Watchdog:
     """Last resort against a hang the loader cannot interrupt (e.g. --no-prefetch on a stalled read, which blocks
     the main thread). The loader owns the time limit; this thread only reads the latest moment the loader's call in
     progress returns by (`FineWebLoader.returns_by`: room for a fallback included, then the fallback's own limit)
-    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact and asks the run to end with the
-    timeout code (its one result object with --json), which ends the process; when the command has ended the run
-    first, its outcome stands and the watchdog does nothing. Used as a context manager around the run."""
+    and fires WATCHDOG_GRACE_S after it has passed. Firing writes the artifact and ends the run with the timeout
+    code (its one result object with --json), which ends the `fwe` process (inside another program, the command's
+    call returns with that code once its read does); when the command has ended the run first, its outcome stands and
+    the watchdog does nothing. Used as a context manager around the run."""
 
     def __init__(self, loader, artifact: str, base: dict, run: Run):
         self.loader, self.artifact, self.base, self.run = loader, artifact, base, run
@@ -83,7 +84,10 @@ class Watchdog:
         if not self.run.finish(code, record):
             return  # the command ended the run as the watchdog fired: its outcome stands, and it ends the process
         console.print(f"[bold red]error:[/] hard timeout: {escape(one_line(exc))}; {escape(where)}", soft_wrap=True)
-        self.run.end(code, abandoned=True)  # the command's thread is stuck: the process ends now
+        if self.run.own_process:
+            self.run.end(code)  # the command's thread is stuck: the process ends now
+        # inside another program the stuck thread is its caller's: the command ends the run (with this code, its
+        # artifact left as written here) once its read returns
 
 
 # the flags that say where a run's data and tokenizer are, all words (typer need not check them first: the synthetic
@@ -213,6 +217,8 @@ def smoke(
     with Watchdog(run.loader, artifact, base, invocation.run):
         result, failure = run.finish(batches, save_path=str(save_batches) if save_batches else None,
                                      save_state=str(save_state) if save_state else None)
+    if invocation.run.code is not None:  # the watchdog ended the run while this thread was stuck (inside another
+        invocation.run.end(invocation.run.code)  # program): its artifact and its object stand
     result["artifact"] = artifact  # the artifact is the --json object
     regression = gate.judge(result)
     outcome = failure or regression  # a smoke that failed by itself keeps its own code and error
@@ -226,6 +232,4 @@ def smoke(
     print_gate(result, regression, table=not json_out)
     if outcome is not None:
         report_failure(invocation.run, outcome)
-    # the run ends here (in the `fwe` process without interpreter shutdown: Run.end), at once even inside another
-    # program when the producer is stuck in a read
-    invocation.run.end(code, abandoned=bool(result.get("loader", {}).get("producer_alive")))
+    invocation.run.end(code)  # in the `fwe` process without interpreter shutdown, even with a producer stuck in a read

@@ -1,6 +1,8 @@
-"""With --json, stdout carries exactly one JSON object on every way a run ends (usage error, timeout, watchdog,
-fallback, interrupt, a bug), with `ok`, `exit_code` (equal to the exit status) and `error`; never two objects, never
-none. In-process through CliRunner and in the `fwe` process itself (main(), os._exit endings, signals)."""
+"""With --json, stdout carries exactly one JSON object on every way a run ends (usage error, fallback, interrupt, a
+bug), with `ok`, `exit_code` (equal to the exit status) and `error`; never two objects, never none. In-process through
+CliRunner and in the `fwe` process itself (main(), signals). A smoke's timeouts (the loader's deadline, the watchdog's
+os._exit) end in one object too (tests/cli/test_smoke_cmd.py), and so does a fallback (tests/loader/
+test_hub_unreachable.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ import time
 import orjson
 import pytest
 
-from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE
+from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
-from tests.loader.test_hub_unreachable import refusing, silent  # noqa: F401  (fixtures: dead Hub endpoints)
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
 
@@ -58,16 +59,33 @@ def test_a_usage_error_in_process_is_one_error_object(args, kind, tmp_path):
     assert data["error"]["type"] == kind and data["command"] == args[0]
 
 
-@pytest.mark.parametrize("args", [("smoke", "--json", "--seq-len", "abc"), ("smoke", "--seq-len", "0", "--json"),
-                                  ("measure", "--json", "--repeats", "0"), ("bootstrap", "--json"),
-                                  ("tune", "--json", "--budget-s", "x")])
-def test_a_usage_error_of_the_fwe_process_is_one_error_object(args, tmp_path):
-    """In the `fwe` process (main() reads --json from sys.argv): the same object on stdout, and still the one
-    `error:` line on stderr."""
-    proc = run_fwe(*args, "--artifacts-dir", str(tmp_path))
+PROCESS_USAGE = [
+    (("smoke", "--json", "--seq-len", "abc"), "Invalid value for '--seq-len'"),  # typer's parsing; --json first
+    (("smoke", "--batches", "0"), "Invalid value for '--batches'"),  # typer's minimum; no --json
+    (("smoke", "--seq-len", "0", "--json"), "--seq-len must be an integer from 1"),  # fwe's own range check
+    (("measure", "--json", "--repeats", "0"), "Invalid value for '--repeats'"),
+    (("bootstrap", "--json"), "--gb is required"),  # a missing option
+    (("tune", "--json", "--budget-s", "x"), "Invalid value for '--budget-s'"),
+    (("tune", "--doc-batch", "8,64", "--json"), "fwe tune takes --doc-batch-grid"),  # a list for a single value
+    (("nosuch",), "No such command 'nosuch'"),  # no --json
+]
+
+
+@pytest.mark.parametrize("args,needle", PROCESS_USAGE, ids=[" ".join(a) for a, _ in PROCESS_USAGE])
+def test_a_usage_error_of_the_fwe_process_is_one_line_and_one_error_object(args, needle, tmp_path):
+    """In the `fwe` process itself (main(): it reads --json from sys.argv and turns typer's boxed usage panel into one
+    line), a value typer rejects, one fwe's own checks reject, a missing option or an unknown command: exit 2, one
+    `error:` line on stderr naming it (a list given to tune's single-value --doc-batch names the grid flag that
+    sweeps it), and with --json the one error object on stdout (without it, nothing)."""
+    extra = () if args[0] == "nosuch" else ("--artifacts-dir", str(tmp_path))
+    proc = run_fwe(*args, *extra)
     assert proc.returncode == EXIT_USAGE, proc.stderr
-    one_object(proc.stdout, EXIT_USAGE)
-    assert [line for line in proc.stderr.splitlines() if line.strip()][0].startswith("error: ")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+    if "--json" in args:
+        one_object(proc.stdout, EXIT_USAGE)
+    else:
+        assert proc.stdout == ""
 
 
 def test_json_mode_is_read_from_the_parsed_flags(tmp_path):
@@ -157,31 +175,6 @@ def test_a_measure_whose_runs_fail_is_its_summary_with_the_error(monkeypatch, tm
     data = one_object(result.stdout, 4)
     assert data["error"]["type"] == "RunFailed" and "run did not finish" in data["error"]["message"]
     assert "verdict" in data
-
-
-def _hub_env(tmp_path, endpoint: str) -> dict:
-    return {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-            "HF_HUB_OFFLINE": "0"}
-
-
-def test_a_timeout_is_one_object_with_exit_3(tmp_path, silent):
-    """A source that hangs (a Hub that accepts and never answers) past --timeout: the loader's deadline ends the run,
-    exit 3, one object (the result, error LoaderTimeout with its stage), in the `fwe` process, which ends at once
-    past the stuck read."""
-    proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", "--timeout", "1", "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), env=_hub_env(tmp_path, silent), timeout=60)
-    assert proc.returncode == EXIT_TIMEOUT, proc.stderr
-    data = one_object(proc.stdout, EXIT_TIMEOUT)
-    assert data["error"]["type"] == "LoaderTimeout" and data["error"]["stage"]
-
-
-def test_a_fallback_is_one_object_with_exit_0(tmp_path, refusing):
-    """--synthetic-on-fail on an unreachable Hub: exit 0, one object, ok true, recording the fallback."""
-    with pytest.warns(RuntimeWarning, match="FALLING BACK"):
-        result = invoke("smoke", "--source", "hub", "--tokenizer", "byte", "--synthetic-on-fail", "--json",
-                        "--artifacts-dir", str(tmp_path / "a"), env=_hub_env(tmp_path, refusing))
-    data = one_object(result.stdout, 0)
-    assert data["fallback"]["to_source"] == "synthetic"
 
 
 def test_an_interrupt_of_a_running_smoke_is_one_error_object(tmp_path):

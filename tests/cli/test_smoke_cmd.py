@@ -103,7 +103,8 @@ def test_source_that_ends_early_fails_checks(tmp_path):
     path.write_text('{"text": "too short"}\n')
     result = invoke("smoke", "--local-path", str(path), "--json", "--artifacts-dir", str(tmp_path))
     assert result.exit_code == 1
-    assert orjson.loads(result.stdout)["ok"] is False
+    data = orjson.loads(result.stdout)
+    assert data["ok"] is False and [check["name"] for check in data["checks"] if not check["ok"]] == ["batches"]
 
 
 def test_unknown_tokenizer_file_is_loader_error(tmp_path):
@@ -111,7 +112,8 @@ def test_unknown_tokenizer_file_is_loader_error(tmp_path):
     result = invoke("smoke", "--source", "synthetic", "--tokenizer", str(tmp_path / "nope.json"),
                     "--artifacts-dir", str(tmp_path))
     assert result.exit_code == 4
-    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "does not exist" in errors[0] and "Traceback" not in result.stderr
 
 
 def test_bad_flag_value_is_usage_error(tmp_path):
@@ -130,6 +132,22 @@ def _smoke_on_stalled_hub(tmp_path, env: dict, *args: str):
     data = orjson.loads(proc.stdout) if proc.stdout.strip() else None
     assert isinstance(data, dict), (proc.returncode, proc.stdout, proc.stderr)
     return proc, data
+
+
+def test_a_hanging_source_ends_by_the_loaders_deadline_with_exit_3(tmp_path, stalled_listing):
+    """A source that never yields (a Hub whose file listing never comes), with prefetch: the loader's own deadline
+    ends the run (LoaderTimeout naming the stage, not the watchdog) and the process ends by itself, its producer
+    thread still stuck: exit 3, one JSON object on stdout (ok false) equal to the one artifact, and the stage on
+    stderr."""
+    proc, data = _smoke_on_stalled_hub(tmp_path, stalled_listing, "--timeout", "1")
+    assert proc.returncode == 3, proc.stderr
+    assert data["exit_code"] == 3 and data["ok"] is False
+    assert data["error"]["type"] == "LoaderTimeout" and " within " in data["error"]["message"]
+    assert data["error"]["stage"].startswith("opening source (Hub file listing")
+    assert "opening source (Hub file listing" in proc.stderr
+    artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
+    assert [str(a) for a in artifacts] == [data["artifact"]]
+    assert orjson.loads(artifacts[0].read_bytes()) == data
 
 
 def test_hanging_source_falls_back_within_the_loader_deadline(tmp_path, stalled_listing):
@@ -156,6 +174,7 @@ def test_watchdog_still_prints_one_json_object(tmp_path, stalled_listing):
     assert proc.returncode == 3, proc.stderr
     assert data["ok"] is False and data["first_batch_s"] is None
     assert data["error"] == {"type": "HardTimeout", "message": data["error"]["message"], "stage": "unknown (watchdog)"}
+    assert " within " in data["error"]["message"]
     assert data["config"]["source"]["kind"] == "hub" and data["fwe_version"]
     artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
     assert [str(a) for a in artifacts] == [data["artifact"]]

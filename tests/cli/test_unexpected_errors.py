@@ -56,22 +56,6 @@ def test_ctrl_c_outside_bootstrap_is_one_line_and_exit_130(monkeypatch, tmp_path
     assert result.stderr.strip() == "interrupted"
 
 
-def test_usage_errors_of_the_fwe_process_are_one_line(tmp_path):
-    """In the `fwe` process itself, a value typer rejects (not an int, below a minimum, an unknown command) is one
-    `error:` line naming the flag, exit 2; not typer's boxed panel. A list given to tune's single-value --doc-batch
-    names the grid flag that sweeps it."""
-    from tests.helpers import run_fwe
-
-    for args, needle in ((("smoke", "--seq-len", "abc"), "Invalid value for '--seq-len'"),
-                         (("smoke", "--batches", "0"), "Invalid value for '--batches'"),
-                         (("tune", "--doc-batch", "8,64"), "fwe tune takes --doc-batch-grid"),
-                         (("nosuch",), "No such command 'nosuch'")):
-        proc = run_fwe(*args, "--artifacts-dir", str(tmp_path)) if args[0] in ("smoke", "tune") else run_fwe(*args)
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-        assert lines[0].startswith("error: ") and needle in lines[0]
-
-
 def test_sigterm_stops_a_smoke_like_ctrl_c(tmp_path):
     """SIGTERM to a running `fwe smoke` ends it as Ctrl-C does: exit 130 and one `interrupted` line, no traceback.
     The signal is sent once the loader's first batch is out (its heartbeat line is on disk)."""

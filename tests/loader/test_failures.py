@@ -1,4 +1,5 @@
-"""Failures are loud and bounded: producer errors reach the consumer, hangs time out, threads never leak."""
+"""Failures are loud and bounded: producer errors reach the consumer, hangs time out, threads never leak. (How a hang
+ends the `fwe smoke` process, by the loader's deadline or the watchdog: tests/cli/test_smoke_cmd.py.)"""
 
 import threading
 import traceback
@@ -9,7 +10,7 @@ import pytest
 from fwe_cli.loader import FineWebLoader, LoaderError, LoaderTimeout, SourceError, resolve_config
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.stream import DocumentStream
-from tests.helpers import invoke, run_fwe
+from tests.helpers import invoke
 
 
 def fwe_threads():
@@ -55,15 +56,16 @@ def test_fwe_error_from_source_keeps_its_type(tmp_path):
 
 
 def test_no_thread_outlives_close(synthetic_jsonl):
-    """After close (mid-stream, queue full), no fwe thread is alive."""
-    before = len(fwe_threads())
+    """After close (mid-stream, queue full), no fwe thread this loader started is alive (those of other loaders in
+    this process, before it, are left as they were)."""
+    before = set(fwe_threads())
     cfg = resolve_config(env={}, source="synthetic", seq_len=64, queue_depth=2, warmup_batches=2, tokenizer_threads=2)
     loader = FineWebLoader(cfg)
     next(loader)
     assert loader.warmup()["filled"] == 2  # the queue is full again: the producer is blocked on put
-    assert len(fwe_threads()) > before
+    assert set(fwe_threads()) > before
     loader.close()
-    assert fwe_threads() == [] or len(fwe_threads()) == before
+    assert set(fwe_threads()) <= before
     assert not loader.producer_alive
 
 
@@ -106,30 +108,14 @@ def test_without_fallback_missing_file_is_clear_error(tmp_path):
         next(loader)
 
 
-@pytest.mark.parametrize("prefetch", ["--prefetch", "--no-prefetch"])
-def test_smoke_exits_with_timeout_code_on_hanging_source(tmp_path, stalled_listing, prefetch):
-    """`fwe smoke` on a source that hangs (a Hub whose file listing never comes) exits 3 by itself (its hung producer
-    thread does not keep the process alive), with or without prefetch, and records why."""
-    proc = run_fwe("smoke", "--source", "hub", "--tokenizer", "byte", "--timeout", "1", prefetch, "--json",
-                   "--artifacts-dir", str(tmp_path / "a"), env=stalled_listing, timeout=30)
-    assert proc.returncode == 3, proc.stderr
-    artifacts = list((tmp_path / "a" / "smoke").glob("*.json"))
-    assert len(artifacts) == 1
-    record = orjson.loads(artifacts[0].read_bytes())
-    assert record["ok"] is False and record["error"]["stage"]
-    # the timeout ended it: the loader's own with prefetch, the watchdog's when the read blocks the main thread
-    assert record["error"]["type"] == ("LoaderTimeout" if prefetch == "--prefetch" else "HardTimeout")
-    assert " within " in record["error"]["message"]
-    if prefetch == "--prefetch":
-        assert "opening source (Hub file listing" in proc.stderr
-
-
 def test_smoke_synthetic_on_fail_is_recorded_in_artifact(tmp_path):
-    """The fallback is never silent: the artifact (and --json) carry it."""
+    """The fallback is never silent: the artifact and the --json object carry it (the same object), and stderr says
+    so."""
     with pytest.warns(RuntimeWarning, match="FALLING BACK TO SYNTHETIC"):
         result = invoke("smoke", "--local-path", str(tmp_path / "nope.jsonl"), "--synthetic-on-fail", "--json",
                         "--artifacts-dir", str(tmp_path))
     assert result.exit_code == 0, result.stderr
     output = orjson.loads(result.stdout)
     assert output["fallback"]["from_source"] == "local"
+    assert orjson.loads(open(output["artifact"], "rb").read()) == output
     assert "FALLBACK" in result.stderr

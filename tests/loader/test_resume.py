@@ -132,12 +132,13 @@ def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
 
 
 def test_state_refuses_other_settings_naming_them(local_files):
-    """A state saved with one batch shape, tokenizer, shard or set of files is refused by a loader with another,
-    and the error names the setting; an unknown version is refused too."""
+    """A state saved with one batch shape, tokenizer, shard, shuffle or set of files is refused by a loader with
+    another, and the error names the setting; an unknown version is refused too."""
     base = dict(env={}, local_path=str(local_files / "jsonl"), tokenizer="byte", seq_len=256, batch_size=4)
     _, state = pull(resolve_config(**base), 2)
     for change, name in (({"seq_len": 128}, "seq_len"), ({"tokenizer": "gpt2"}, "tokenizer"),
-                         ({"shard_mod": 2, "shard_rem": 0}, "shard_mod"), ({"shuffle_seed": 1}, "shuffle_seed")):
+                         ({"shard_mod": 2, "shard_rem": 0}, "shard_mod"), ({"shuffle_seed": 1}, "shuffle_seed"),
+                         ({"local_path": str(local_files / "jsonl" / "a.jsonl")}, "source.local_path")):
         with pytest.raises(ConfigError, match=f"resume state was saved with {name}="):
             FineWebLoader(resolve_config(**{**base, **change}), state=state)
     with pytest.raises(ConfigError, match="not a fwe loader resume state"):
@@ -208,5 +209,19 @@ def test_smoke_save_state_then_resume_state_in_fresh_processes(local_files, tmp_
     whole = np.load(tmp_path / "all.npz")["batches"]
     halves = np.concatenate([np.load(tmp_path / "a.npz")["batches"], np.load(tmp_path / "b.npz")["batches"]])
     assert np.array_equal(whole, halves)
-    bad = run_fwe(*common, "--batches", "1", "--resume-state", str(state), "--seq-len", "128")
-    assert bad.returncode == 2 and "resume state was saved with seq_len=256" in " ".join(bad.stderr.split())
+
+
+def test_smoke_refuses_a_resume_state_saved_with_another_seq_len(local_files, tmp_path):
+    """`fwe smoke --resume-state` with a state saved at --seq-len 256 and run at 128: a usage error (exit 2) naming
+    the setting and the value it was saved with, and no batch."""
+    from tests.helpers import invoke
+
+    common = ("smoke", "--local-path", str(local_files / "jsonl"), "--tokenizer", "byte", "--batch", "4",
+              "--batches", "1", "--artifacts-dir", str(tmp_path / "artifacts"))
+    state = tmp_path / "state.json"
+    saved = invoke(*common, "--seq-len", "256", "--save-state", str(state))
+    assert saved.exit_code == 0 and state.exists(), saved.stderr
+    bad = invoke(*common, "--seq-len", "128", "--resume-state", str(state), "--json")
+    assert bad.exit_code == 2 and "resume state was saved with seq_len=256" in " ".join(bad.stderr.split())
+    data = orjson.loads(bad.stdout)
+    assert data["error"]["type"] == "ConfigError" and "batches" not in data  # the error object: no run was made

@@ -1,15 +1,14 @@
 """Every wait of the consumer is split by what the producer was doing meanwhile (loader.stages): an injected slow
-stage — a source that sleeps in its read, a tokenizer that sleeps in its encode, a Hub read held back by the test
-server — takes (nearly) all of the wait, and the split always adds up to the wait the heartbeat reports.
+stage — a source slow in its read, a tokenizer slow in its encode, a Hub read held back by the test server —
+takes (nearly) all of the wait, and the split always adds up to the wait the heartbeat reports.
 
-The sleeps are the stages under test; no assertion compares a duration with a threshold that load could break:
-shares are compared with a wide margin, sums exactly up to the heartbeat's rounding, and the Hub delay as a lower
-bound the server guarantees."""
+The slow stages under test are steps of a clock the test moves (PacedClock), or a Hub read the test server holds
+back; no assertion compares a duration with a threshold that load could break: shares are compared on the test's
+clock, sums exactly up to the heartbeat's rounding, and the Hub delay as a lower bound the server guarantees."""
 
 from __future__ import annotations
 
 import threading
-import time
 import types
 
 import orjson
@@ -104,16 +103,80 @@ def _fetches(folder) -> list[dict]:
     return [line for line in lines if line["msg"] == "fineweb_fetch"]
 
 
-def _pull(tmp_path, batches: int, **fields) -> tuple[dict, list[dict]]:
+def _pull(tmp_path, batches: int, pulled=lambda: None, **fields) -> tuple[dict, list[dict]]:
     """`batches` batches pulled as fast as they come (so the consumer waits on the producer); stats and the
-    fineweb_fetch lines."""
+    fineweb_fetch lines. `pulled` runs after the last batch, before the loader closes."""
     config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=1, queue_depth=2,
                             heartbeat_dir=str(tmp_path), **fields)
     with FineWebLoader(config) as loader:
         for _ in range(batches):
             loader.next_batch()
         stats = loader.stats()
+        pulled()
     return stats, _fetches(tmp_path)
+
+
+class PacedClock:
+    """loader.stages' clock, moved by the test: each reading moves it a microsecond, and a slow step (`slow_step`, the
+    stage under test) moves it a whole second, once the consumer waits on an empty queue (between the two snapshots
+    of its wait, WaitBook.begin and end) and the producer is in that stage (for an encode on a tokenizer thread: the
+    producer waits for it), waiting for both. The consumer's waits then hold the slow steps whole and little else,
+    whatever the load: on a real clock, a loaded machine's scheduling delays (the consumer woken after the hand-off,
+    the producer's other stages preempted) take a share of every wait."""
+
+    TICK_S, STEP_S = 1e-6, 1.0
+    BOUND_S = 120.0  # a bound on a hang (the producer never in the stage, the consumer never waiting), not a timing
+
+    def __init__(self, monkeypatch):
+        self._now = 0.0
+        self._waiting: StageClock | None = None  # the producer's clock while the consumer waits on an empty queue
+        self._stopped = False
+        self._changed = threading.Condition()
+        monkeypatch.setattr(stages, "time", types.SimpleNamespace(perf_counter=self.perf_counter))
+        begin, end, enter = WaitBook.begin, WaitBook.end, StageClock.enter
+
+        def begin_paced(book, clock, prefetcher):
+            began = begin(book, clock, prefetcher)
+            if began[2] is not None:  # a snapshot was taken: the queue was empty, the consumer waits on the producer
+                with self._changed:
+                    self._waiting = clock
+                    self._changed.notify_all()
+            return began
+
+        def end_paced(book, began, clock):
+            with self._changed:
+                self._waiting = None
+            return end(book, began, clock)
+
+        def enter_paced(clock, key):
+            enter(clock, key)
+            with self._changed:
+                self._changed.notify_all()
+
+        monkeypatch.setattr(WaitBook, "begin", begin_paced)
+        monkeypatch.setattr(WaitBook, "end", end_paced)
+        monkeypatch.setattr(StageClock, "enter", enter_paced)
+
+    def perf_counter(self) -> float:
+        with self._changed:
+            self._now += self.TICK_S
+            return self._now
+
+    def slow_step(self, stage: str) -> None:
+        """Wait until the consumer waits on an empty queue and the producer is in `stage`, then take STEP_S (return
+        at once once `stop`ped)."""
+        with self._changed:
+            ready = self._changed.wait_for(
+                lambda: self._stopped or (self._waiting is not None and self._waiting.key == stage), self.BOUND_S)
+            assert ready, f"within {self.BOUND_S:g} s the consumer never waited while the producer was in {stage}"
+            if not self._stopped:
+                self._now += self.STEP_S
+
+    def stop(self) -> None:
+        """Slow steps return at once from now on (the loader is about to close)."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
 
 
 def _check_sums(stats: dict, fetches: list[dict]) -> None:
@@ -133,34 +196,40 @@ def _share(stats: dict, stage: str) -> float:
     return split.get(stage, 0.0) / sum(split.values())
 
 
-def test_a_source_that_sleeps_in_its_read_takes_the_wait(tmp_path, monkeypatch):
-    """Each document read sleeps 20 ms: source_read holds >= 90 % of the waits after the first batch."""
+def test_a_source_slow_in_its_read_takes_the_wait(tmp_path, monkeypatch):
+    """Each document read takes a slow step of the stages' clock (PacedClock): source_read holds >= 90 % of the waits
+    after the first batch."""
+    clock = PacedClock(monkeypatch)
     read = SyntheticSource.documents
 
     def slow_documents(self, epoch, at, order):
         for item in read(self, epoch, at, order):
-            time.sleep(0.02)
+            clock.slow_step("source_read")
             yield item
 
     monkeypatch.setattr(SyntheticSource, "documents", slow_documents)
-    stats, fetches = _pull(tmp_path, 30, tokenizer_threads=1)
+    stats, fetches = _pull(tmp_path, 30, pulled=clock.stop, tokenizer_threads=1)
     _check_sums(stats, fetches)
+    assert stats["stall_by_stage_s"].get("source_read", 0) >= PacedClock.STEP_S  # a later batch read one
     assert _share(stats, "source_read") >= 0.9, stats["stall_by_stage_s"]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_tokenizer_that_sleeps_takes_the_wait(tmp_path, monkeypatch, threads):
-    """Each encode call sleeps 40 ms, on the producer (1 thread) or the tokenizer threads (2): tokenize holds
-    >= 90 % of the waits after the first batch."""
+def test_a_tokenizer_slow_in_its_encode_takes_the_wait(tmp_path, monkeypatch, threads):
+    """Each encode call takes a slow step of the stages' clock (PacedClock), on the producer (1 thread) or the
+    tokenizer threads (2: the producer waits for it, its stage then tokenize): tokenize holds >= 90 % of the waits
+    after the first batch."""
+    clock = PacedClock(monkeypatch)
     encode = ByteTokenizer.encode_docs
 
     def slow_encode(self, texts):
-        time.sleep(0.04)
+        clock.slow_step("tokenize")
         return encode(self, texts)
 
     monkeypatch.setattr(ByteTokenizer, "encode_docs", slow_encode)
-    stats, fetches = _pull(tmp_path, 30, tokenizer_threads=threads, doc_batch=2)
+    stats, fetches = _pull(tmp_path, 30, pulled=clock.stop, tokenizer_threads=threads, doc_batch=2)
     _check_sums(stats, fetches)
+    assert stats["stall_by_stage_s"].get("tokenize", 0) >= PacedClock.STEP_S  # a later batch waited on one
     assert _share(stats, "tokenize") >= 0.9, stats["stall_by_stage_s"]
 
 

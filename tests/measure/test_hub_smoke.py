@@ -30,8 +30,9 @@ from tests.hubsim.fixtures import HubRun
 from tests.hubsim.server import HubServer
 
 SMOKE_TIMEOUT_S = 120.0  # a bound, not an expectation: a loaded 2-core box takes ~3-8 s per run
-STALL_TIMEOUT_S = 10.0  # --timeout of the stalled runs; their stalled request is reached after ~1-3 s even
-# with a CPU hog on one core (the fixture waits for it before loading the machine with other runs)
+STALL_TIMEOUT_S = 30.0  # --timeout of the stalled runs, which is how long they last: their start must reach the
+# stalled request before it (~1-3 s even with a CPU hog on one core, but over 10 s at a load of 20 on 2 cores; the
+# fixture waits for it before loading the machine with other runs of its own)
 CLIENT_READ_TIMEOUT_S = 600  # huggingface_hub's read timeout in the stalled runs (default 10 s): the client
 # must not give up on the stalled request (and re-send it) before fwe's own deadline; without that deadline a
 # stalled run would hang until run_fwe kills it (Smoke.finish then fails)

@@ -13,7 +13,7 @@ import pytest
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from fwe_cli.loader.sources.token_shards import read_shard
 from tests.helpers import invoke, write_jsonl
-from tests.tokens.support import TOKENS_OUTPUT, cli, file_hashes, manifest_of, reference_gpt2, run_in_own_process
+from tests.tokens.support import TOKENS_OUTPUT, cli, file_hashes, manifest_of, reference_gpt2
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +95,15 @@ def test_json_result_artifact_and_verify(tmp_path, source):
     (("other.jsonl", "--tokenizer", "byte"), "give one SRC, got 2"),
 ])
 def test_usage_and_tokenizer_errors_are_one_line(tmp_path, source, args, needle):
-    """Bad usage exits 2, an unloadable tokenizer 4; each is one line saying what is wrong (the `fwe` process
-    itself: it turns typer's usage panel into one line)."""
+    """Bad usage exits 2, an unloadable tokenizer 4; each error is one line saying what is wrong (its --json error
+    message: the `fwe` process prints that as its one `error:` line, tests/cli/test_json_exit_paths.py, where typer
+    would draw a panel)."""
     full = [str(source), *args] if args else ["--tokenizer", "byte"]
-    got = run_in_own_process(*full, "--out", str(tmp_path / "out"), tmp=tmp_path)
-    assert got.returncode == (4 if "nope" in " ".join(args) else 2), got.stderr
-    assert needle in got.stderr and len(_error_lines(got.stderr)) == 1
+    got = cli(*full, "--out", str(tmp_path / "out"), "--json", tmp=tmp_path)
+    code = 4 if "nope" in " ".join(args) else 2
+    assert got.exit_code == code, got.stderr
+    error = orjson.loads(got.stdout)["error"]
+    assert needle in error["message"] and "\n" not in error["message"], error
 
 
 def test_a_foreign_directory_is_refused(tmp_path, source):
