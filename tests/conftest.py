@@ -98,6 +98,14 @@ SLOW = (
     "tests/report/test_report_cmd.py",
     "tests/tokens/test_crash.py",
     "tests/tokens/test_tasks.py",
+    "tests/benchmarks/test_bench_mix.py",
+    "tests/benchmarks/test_bench_train_loader.py",
+    "tests/report/test_mix_report.py",
+    "tests/train/test_hf_trainer.py",  # transformers, and fresh processes
+    "tests/train/test_plain_loop.py",
+    "tests/train/test_runbook.py",
+    "tests/train/test_torchtitan.py",
+    "tests/train/test_worker_ranks.py",
     # single tests
     "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
     "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
@@ -135,6 +143,13 @@ SLOW = (
     "tests/measure/test_tune.py::test_small_grid_runs_every_trial_in_rounds_and_writes_all_outputs",
     "tests/measure/test_tune.py::test_planted_slow_doc_batch_slows_exactly_its_trials",
     "tests/measure/test_tune.py::test_sourcing_fwe_env_sets_the_smoke_config",
+    "tests/bootstrap/test_holdout.py::test_the_datasets_reader_writes_the_held_out_rows_of_the_hub",
+    "tests/loader/test_where_hub.py::test_the_datasets_reader_keeps_the_same_rows",
+    "tests/measure/test_mix_runs.py::test_measure_runs_each_process_on_the_mix_and_records_its_sources",
+    "tests/measure/test_mix_runs.py::test_tune_sweeps_a_mix_and_each_trial_records_its_sources",
+    "tests/train/test_grain.py::test_the_runbooks_grain_section_runs_as_written",
+    "tests/train/test_grain.py::test_two_mp_prefetch_workers_resume_from_get_state_in_a_fresh_process",
+    "tests/loader/test_mixture.py::test_a_token_mix_holds_its_share_over_every_window_of_1000_batches",
 )
 
 
