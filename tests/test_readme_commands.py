@@ -1,4 +1,4 @@
-"""README.md's commands as a user types them, in a fresh clone with a fresh `.venv`, each exiting as documented.
+"""README.md's commands (and runbooks/commands.md's examples README leaves out) as a user types them, in a fresh clone with a fresh `.venv`, each exiting as documented.
 
 Every line of every ```bash block of README.md is classified (see `classify`): a block line this module does not
 know fails the test by name, so README and test cannot drift apart silently. The repository's files (tracked, plus
@@ -34,6 +34,7 @@ import pytest
 from tests.helpers import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+COMMANDS = REPO_ROOT / "runbooks" / "commands.md"  # the examples that moved out of README
 NOT_COPIED = (".venv", "artifacts", "data", ".git")  # a fresh clone has no venv, no outputs, no staged data
 COMMAND_TIMEOUT_S = 600  # scripts/demo.sh is the main job; a generous bound for a slow machine, not a timing check
 SETUP_TIMEOUT_S = 300
@@ -59,6 +60,7 @@ class Line:
     lineno: int
     text: str
     block: int
+    doc: str = "README.md"
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Step:
     exit: int = 0
 
 
-def bash_lines(text: str) -> list[Line]:
+def bash_lines(text: str, doc: str = "README.md") -> list[Line]:
     """The command lines of every ```bash block: comment-only and blank lines left out, `\\` continuations joined."""
     lines: list[Line] = []
     block, pending, start = -1, "", 0
@@ -80,11 +82,11 @@ def bash_lines(text: str) -> list[Line]:
         if not in_block:
             if stripped == "```bash":
                 in_block, block = True, block + 1
-            assert stripped not in OTHER_SHELL_FENCES, (f"README.md:{lineno}: a {stripped[3:]} block: write shell "
+            assert stripped not in OTHER_SHELL_FENCES, (f"{doc}:{lineno}: a {stripped[3:]} block: write shell "
                                                         "commands in ```bash blocks, which this test runs")
             continue
         if stripped.startswith("```"):
-            assert not pending, f"README.md:{start}: a `\\` continuation runs into the end of its bash block"
+            assert not pending, f"{doc}:{start}: a `\\` continuation runs into the end of its bash block"
             in_block = False
             continue
         if not pending and (not stripped or stripped.startswith("#")):
@@ -93,15 +95,15 @@ def bash_lines(text: str) -> list[Line]:
         if stripped.endswith("\\"):
             pending += stripped[:-1].rstrip() + " "
             continue
-        lines.append(Line(start, pending + stripped, block))
+        lines.append(Line(start, pending + stripped, block, doc))
         pending = ""
-    assert not in_block, "README.md: a ```bash block is never closed"
+    assert not in_block, f"{doc}: a ```bash block is never closed"
     return lines
 
 
 def classify(line: Line) -> Step:
     """What a README bash line is, or AssertionError naming it when this module does not know it (add it here)."""
-    where = f"README.md:{line.lineno}: `{line.text}`"
+    where = f"{line.doc}:{line.lineno}: `{line.text}`"
     words = shlex.split(line.text, comments=True)
     command = " ".join(words)
     documented = DOCUMENTED_EXIT.search(line.text)
@@ -135,7 +137,12 @@ def _needs_hub(words: list[str]) -> bool:
 
 
 def readme_steps() -> list[Step]:
-    return [classify(line) for line in bash_lines(README.read_text(encoding="utf-8"))]
+    """README's lines, then the lines of runbooks/commands.md's examples README does not already run (README shows
+    a few of them; the examples moved there still run as written)."""
+    steps = [classify(line) for line in bash_lines(README.read_text(encoding="utf-8"))]
+    seen = {repr(shlex.split(step.line.text, comments=True)) for step in steps}
+    more = bash_lines(COMMANDS.read_text(encoding="utf-8"), "runbooks/commands.md")
+    return steps + [classify(line) for line in more if repr(shlex.split(line.text, comments=True)) not in seen]
 
 
 def test_every_readme_bash_line_is_classified():
@@ -277,9 +284,9 @@ def test_readme_commands_exit_as_documented(readme_run):
     for ran in readme_run:
         step, proc = ran.step, ran.proc
         if proc is None:
-            pytest.fail(f"README.md:{step.line.lineno}: `{step.line.text}` ran past {COMMAND_TIMEOUT_S} s")
-        assert proc.returncode == step.exit, (f"README.md:{step.line.lineno}: `{step.line.text}` exited "
-                                              f"{proc.returncode}, README documents {step.exit}\n{_tail(proc)}")
+            pytest.fail(f"{step.line.doc}:{step.line.lineno}: `{step.line.text}` ran past {COMMAND_TIMEOUT_S} s")
+        assert proc.returncode == step.exit, (f"{step.line.doc}:{step.line.lineno}: `{step.line.text}` exited "
+                                              f"{proc.returncode}, its doc documents {step.exit}\n{_tail(proc)}")
     assert [ran.step for ran in readme_run] == [step for step in readme_steps() if step.kind == "run"], (
         "not every README command ran")
 

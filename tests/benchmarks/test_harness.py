@@ -39,7 +39,8 @@ def test_every_bench_takes_out_as_a_folder_named_alike():
 
 def test_readme_and_runbook_bench_commands_parse_as_written():
     """Every `python -m scripts.bench.NAME ARGS` in README.md and runbooks/ names a module of the package whose parser
-    accepts ARGS as written, and README names every benchmark: the docs cannot drift from the code silently."""
+    accepts ARGS as written, and runbooks/benchmarks.md names every benchmark: the docs cannot drift from the code
+    silently."""
     seen: dict[str, list[str]] = {}
     for doc in DOCS:
         for match in COMMAND.finditer(doc.read_text(encoding="utf-8")):
@@ -48,7 +49,7 @@ def test_readme_and_runbook_bench_commands_parse_as_written():
             if name in BENCHES:
                 importlib.import_module(f"scripts.bench.{name}").parser().parse_args(args)
             seen.setdefault(doc.name, []).append(name)
-    assert set(BENCHES) <= set(seen["README.md"]), set(BENCHES) - set(seen["README.md"])
+    assert set(BENCHES) <= set(seen["benchmarks.md"]), set(BENCHES) - set(seen["benchmarks.md"])
 
 
 def test_result_is_written_into_the_out_folder_with_arguments_and_provenance(tmp_path, capsys):

@@ -1,12 +1,13 @@
 """runbooks/train.md's plain loop, DataLoader workers and HF Trainer sections run as written: each section's blocks in
 a scratch directory, as a reader runs them (tests.train.runbook_sections; the Grain and torchtitan sections are run by
-their own tests)."""
+their own tests), and README's example is one of them."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.train.runbook_sections import blocks, run_section
+from tests.helpers import REPO_ROOT
+from tests.train.runbook_sections import FENCE as FENCE_ANY, blocks, run_section
 
 SECTIONS = {"A plain PyTorch loop": "FineWebLoader(config, state=",
             "DataLoader workers, checkpointed with StatefulDataLoader": "StatefulDataLoader(FineWebDataset(",
@@ -22,3 +23,12 @@ def test_the_section_runs_as_written(tmp_path, heading):
         pytest.importorskip("transformers")
     assert any(SECTIONS[heading] in code for _language, _name, code in blocks(heading))
     assert run_section(heading, tmp_path, timeout=600)
+
+
+def test_readme_shows_the_runbook_s_dataloader_block_verbatim():
+    """README.md's python block is the DataLoader section's block of runbooks/train.md, character for character, so
+    the test above runs what a newcomer copies from README."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    shown = [code for language, code in FENCE_ANY.findall(readme) if language == "python"]
+    runbook = [code for _language, _name, code in blocks("DataLoader workers, checkpointed with StatefulDataLoader")]
+    assert shown and all(code in runbook for code in shown)
