@@ -37,6 +37,8 @@ try:
 except ImportError:  # pragma: no cover - exercised only where torch is absent
     raise ImportError("fwe_cli.loader.FineWebDataset needs torch: pip install 'fwe[torch]'") from None
 
+from fwe_cli.loader.worker_wire import for_the_wire  # noqa: E402 (torch first, for the message above)
+
 STATE_KIND = "fwe_dataset"
 STATE_VERSION = 1
 SAMPLE_KEYS = {"input": "input_ids", "positions": "position_ids"}
@@ -98,7 +100,12 @@ class FineWebDataset(IterableDataset):
         self._ended = None
         loader = self._loader = FineWebLoader(config, state=pending["loader"] if pending else None)
         try:
-            yield from self._sample_rows(loader, pending) if self.samples else loader
+            if self.samples:
+                yield from self._sample_rows(loader, pending)
+            elif place["num_workers"]:  # to the main process as bytes, not a shared-memory segment per array
+                yield from map(for_the_wire, loader)
+            else:
+                yield from loader
             if self._loader is loader:  # not ended by a newer pass (an abandoned pass can end after the next began)
                 self._ended = self._outer_state(loader.state_dict(), 0)
         finally:

@@ -1,13 +1,15 @@
 """Benchmark on a CUDA GPU: a small GPT trained for a few hundred steps, fed by
   (a) text     fwe's FineWebLoader on JSONL text (GPT-2, tokenized on the fly)
   (b) tokens   fwe's FineWebLoader on a token directory of the same text (pre-tokenized llm.c shards)
-  (c) datasets a torch DataLoader with workers over `datasets` (local JSONL, no network), tokenizers' encode_batch
+  (c) workers  fwe's FineWebDataset on the same text through torchdata's StatefulDataLoader(num_workers=--workers,
+               pin_memory=True): how a trainer with DataLoader workers takes fwe
+  (d) datasets a torch DataLoader with workers over `datasets` (local JSONL, no network), tokenizers' encode_batch
 reporting per feed: training tokens/s, the data-wait (stall) fraction of the steps' wall time and the first-batch
 time. Each feed runs in a fresh interpreter (its first batch includes its imports and opening; no fork follows a
 tokenizer). Without a CUDA GPU (or torch) it says so in one line and exits 0.
 
     python -m scripts.bench.gpu [--steps 300] [--seq-len 1024] [--batch 8] [--min-mb 60] [--workers 4]
-                                [--out artifacts/bench]
+                                [--feeds text,tokens,workers,datasets] [--out artifacts/bench]
 
 Data: as scripts.bench.token_path (../shared/fineweb_real replicated, else synthetic records); the token directory
 is built once from it by fwe's own tokenize run (GPT-2's tokenizer.json built offline) and reused.
@@ -26,7 +28,7 @@ from scripts.bench import harness
 from scripts.bench.harness import say
 
 NAME = "gpu"
-FEEDS = ("text", "tokens", "datasets")
+FEEDS = ("text", "tokens", "workers", "datasets")
 WARMUP_STEPS = 10  # excluded from the steady figures (CUDA kernels' first launches, allocator growth)
 
 
@@ -84,6 +86,15 @@ def feed_batches(feed: str, args):
         config = resolve_config(env={}, local_path=path, tokenizer=args.tokenizer, seq_len=args.seq_len,
                                 batch_size=args.batch, as_torch=True, epochs=100, report_docs=0)
         return iter(FineWebLoader(config))
+    if feed == "workers":
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        from fwe_cli.loader import FineWebDataset, resolve_config
+
+        config = resolve_config(env={}, local_path=args.corpus, tokenizer=args.tokenizer, seq_len=args.seq_len,
+                                batch_size=args.batch, epochs=100, report_docs=0)
+        return iter(StatefulDataLoader(FineWebDataset(config), batch_size=None, num_workers=args.workers,
+                                       pin_memory=True, persistent_workers=True))
     import datasets
     import numpy as np
     import torch
@@ -148,8 +159,9 @@ def parser():
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--min-mb", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers of feed (c)")
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers of feeds (c) and (d)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "fwe_bench_gpu"))
+    parser.add_argument("--feeds", default=",".join(FEEDS), help=f"the feeds to run, of {','.join(FEEDS)}")
     parser.add_argument("--feed", choices=FEEDS, help=argparse.SUPPRESS)  # one feed, in this process (internal)
     for name in ("corpus", "token_dir", "tokenizer"):
         parser.add_argument(f"--{name.replace('_', '-')}", help=argparse.SUPPRESS)
@@ -166,6 +178,9 @@ def token_dir(corpus: str, tokenizer: str, directory: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = harness.parse(parser(), argv)
+    unknown = sorted(set(args.feeds.split(",")) - set(FEEDS))
+    if unknown:
+        parser().error(f"--feeds {args.feeds}: no feed {', '.join(unknown)} (the feeds: {', '.join(FEEDS)})")
     missing = gpu_missing()
     if missing:
         say(f"scripts.bench.gpu: no CUDA GPU here ({missing}); nothing measured")
@@ -182,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     tok_path = gpt2_tokenizer(os.path.join(args.work, "gpt2"))
     tokens = token_dir(corpus, tok_path, os.path.join(args.work, "tokens"))
     feeds = {}
-    for feed in FEEDS:
+    for feed in args.feeds.split(","):
         say(f"feed {feed} ...")
         _, proc = harness.run_timed([sys.executable, "-m", "scripts.bench.gpu", "--feed", feed, "--corpus", corpus,
                                      "--token-dir", tokens, "--tokenizer", tok_path, "--steps", str(args.steps),

@@ -5,6 +5,8 @@ the same text, GPT-2 (built offline), seq_len 1024, batch 8 by default.
   (2) dataset   FineWebDataset(config) in StatefulDataLoader(batch_size=None, num_workers=N): each worker a loader
                 over its own documents (shard N x 1, worker), the cores split among the workers' tokenizer threads,
                 every batch crossing to the main process with the worker's state (snapshot every step, the default)
+  (3) plain     the same dataset in torch's own DataLoader: no state crosses, so (2) against (3) is what the state
+                costs, and (3) against (1) what the worker processes cost
 
     python -m scripts.bench.train_loader [--reps 3] [--min-mb 80] [--workers 2] [--out artifacts/bench]
 
@@ -33,7 +35,7 @@ from scripts.bench.harness import say, spread
 
 NAME = "train_loader"
 TARGET = 0.9
-CONTENDERS = ("fwe", "dataset")
+CONTENDERS = ("fwe", "dataset", "plain")
 
 
 def _config(args):
@@ -58,7 +60,8 @@ def stage_fwe(args) -> dict:
     return out
 
 
-def stage_dataset(args) -> dict:
+def stage_dataset(args, stateful: bool = True) -> dict:
+    from torch.utils.data import DataLoader
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from fwe_cli.loader import FineWebDataset
@@ -79,13 +82,14 @@ def stage_dataset(args) -> dict:
                 yield batch
 
     t_start = time.perf_counter()
-    loader = StatefulDataLoader(Reporting(_config(args)), batch_size=None, num_workers=args.workers)
+    loader = (StatefulDataLoader if stateful else DataLoader)(Reporting(_config(args)), batch_size=None,
+                                                              num_workers=args.workers)
     out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0, lambda: settled.value == args.workers)
     out["workers"] = args.workers
     return out
 
 
-STAGES = {"fwe": stage_fwe, "dataset": stage_dataset}
+STAGES = {"fwe": stage_fwe, "dataset": stage_dataset, "plain": lambda args: stage_dataset(args, stateful=False)}
 
 
 def run_stage(stage: str, args) -> dict:
@@ -132,10 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
 
     def after_rep(rep: int, done: dict) -> None:
-        fwe, dataset = done["fwe"][rep], done["dataset"][rep]
+        fwe, dataset, plain = (done[name][rep] for name in CONTENDERS)
         say(f"rep {rep + 1}: fwe {fwe['steady_tokens_per_s'] / 1e6:.2f} M tokens/s, dataset "
-            f"{dataset['steady_tokens_per_s'] / 1e6:.2f} M tokens/s ({args.workers} workers), "
-            f"loadavg {os.getloadavg()[0]:.1f}")
+            f"{dataset['steady_tokens_per_s'] / 1e6:.2f} M tokens/s ({args.workers} workers), in torch's DataLoader "
+            f"{plain['steady_tokens_per_s'] / 1e6:.2f} M, loadavg {os.getloadavg()[0]:.1f}")
 
     done = harness.interleaved(args.reps, {name: (lambda rep, name=name: run_stage(name, args)) for name in CONTENDERS},
                                after_rep=after_rep)
@@ -146,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     path = harness.write_result(NAME, args, report, args.data_dir)
     summary = report["summary"]
     say(f"steady tokens/s: fwe {summary['fwe_tokens_per_s']['median'] / 1e6:.2f} M, dataset "
-        f"{summary['dataset_tokens_per_s']['median'] / 1e6:.2f} M; dataset/fwe {report['acceptance']['ratio']} "
+        f"{summary['dataset_tokens_per_s']['median'] / 1e6:.2f} M; dataset/fwe {report['acceptance']['ratio']}, "
+        f"in torch's DataLoader {report['plain_dataloader_vs_fwe']} "
         f"(target {TARGET}, per rep {summary['ratio_per_rep']['all']})  ->  {path}")
     return 0
 
@@ -164,10 +169,11 @@ def summarize(done: dict, workers: int) -> dict:
                                   ("first_batch_s", "first_batch_s"))}
     summary["ratio_per_rep"] = spread([d["steady_tokens_per_s"] / f["steady_tokens_per_s"]
                                        for f, d in zip(fwe, dataset)], 3)
-    summary["after_settling"] = all(r["steady_window"]["after_settling"] for r in fwe + dataset)
+    summary["after_settling"] = all(r["steady_window"]["after_settling"] for runs in done.values() for r in runs)
     ratio = harness.ratio(summary["dataset_tokens_per_s"]["median"], summary["fwe_tokens_per_s"]["median"])
     tokens = {name: sorted({r["tokens"] for r in runs}) for name, runs in done.items()}
-    return {"summary": summary, "workers": workers, "tokens": tokens,
+    plain = harness.ratio(summary["plain_tokens_per_s"]["median"], summary["fwe_tokens_per_s"]["median"])
+    return {"summary": summary, "workers": workers, "tokens": tokens, "plain_dataloader_vs_fwe": plain,
             "acceptance": {"ratio": ratio, "target": TARGET, "ok": ratio is not None and ratio >= TARGET}}
 
 
