@@ -1,34 +1,17 @@
 """Retry a Hub call that failed for a transient reason: HTTP 408/429/5xx, a cut or refused connection, a timeout.
 
-huggingface_hub retries some requests itself (HEAD of a file, parquet range reads) but not all: measured
-against the test Hub server (tests/hubsim), one 503 on the GET of README.md, on the GET of
-/api/datasets/{repo}/revision/{sha} or on the GET of tokenizer.json, or one cut connection on the revision
-info, made `load_dataset(..., streaming=True)` / `hf_hub_download` fail outright. The loader's cold start
-is exactly where a busy Hub answers 503, so every Hub request fwe sends goes through one policy, `HUB_RETRY`:
-the listing, the range reads, bootstrap's downloads and the tokenizer fetch.
+A cold start is where a busy Hub answers 503, and huggingface_hub retries only some requests, so every Hub request
+fwe sends (listing, range reads, bootstrap's downloads, the tokenizer fetch) goes through one policy, `HUB_RETRY`.
+Before retry n it waits a uniform draw from [0, min(max_wait_s, base_wait_s * 2**(n-1))] (full jitter, seeded per
+process so that ranks refused together do not return together), or a Retry-After in full plus jitter. A retry starts
+only if it can end before the policy's deadline and the budget of the loader whose call it is.
 
-How long it waits (`retry_wait`): full jitter on an exponential backoff, i.e. before retry n a wait drawn uniformly
-from [0, min(max_wait_s, base_wait_s * 2**(n-1))], from a generator seeded per process (pid, RANK, urandom), so the
-ranks of a job that were refused together do not come back together; a Retry-After (429/503) is honoured in full
-(up to max_wait_s) with the jitter added on top. An overall deadline bounds a call: a retry starts only when its
-wait plus one more attempt (as long as the failed one took) ends before `deadline_s` and before the budget of the
-loader whose call it is (its `RetryScope`: its --timeout), counted from the call's first attempt.
-
-Retries are quiet on stderr: a call that recovers warns once (attempts, seconds, reasons); a call that gives up
-raises its last exception, and `attempts_note(exc)` (' after 3 attempts over 3.0 s') goes into the caller's one
-error line. Each retry is reported to the observer of the loader whose call it is (the loader writes it to its
-heartbeat as `fineweb_hub_retry {what, attempt, reason, wait_s}`); this module knows nothing of heartbeats or loaders.
-
-Whose call it is: a loader makes a RetryScope (its budget and observer) and runs its work in it (`scoped`); the
-threads it starts (producer, listing, read-ahead, tokenizer download) begin in a copy of their creator's context
-(contextvars), so its calls on any of them find its scope, and no other loader's. Outside any scope (bootstrap, a
-test) a call has only the policy's deadline and no observer.
-A caller with a way out of a Hub that cannot be reached at all (refused connection, DNS failure, no answer
-within the client's timeout: `unreachable_reason`) passes `fail_fast=True` and gets that error at once.
-
-Errors are classified by duck typing over the exception chain (a `response.status_code`, class names of
-httpx/httpx2/requests transport errors, builtin ConnectionError/TimeoutError), so no HTTP library is
-imported here. Offline mode (HF_HUB_OFFLINE) is never retried.
+Whose call it is: a loader runs its work in a `RetryScope` (its budget, its observer for `fineweb_hub_retry`
+heartbeats); threads it starts inherit the scope through contextvars, so a call on any of them finds its loader and
+no other. Outside a scope (bootstrap, a test) a call has only the policy's deadline. A call that recovers warns once;
+one that gives up raises its last exception, `attempts_note(exc)` adding the attempts to the caller's error line;
+`fail_fast=True` gives an unreachable Hub's error at once. Errors are classified by duck typing over the exception
+chain (no HTTP library imported here); offline mode (HF_HUB_OFFLINE) is never retried.
 """
 
 from __future__ import annotations

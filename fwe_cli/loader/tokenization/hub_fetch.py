@@ -1,21 +1,13 @@
 """Fetch one file of a Hub model repo (a tokenizer.json) into the Hugging Face cache, failing fast when the Hub
 cannot be reached, so that a caller with an offline stand-in (GPT-2's packaged vocabulary) can use it at once.
 
-`fetch_hub_file(repo, filename)` returns the cached path or raises `HubUnreachable` (offline mode without a cached
-copy, a refused connection, a DNS failure, no answer within `HEAD_TIMEOUT_S`); any other error (404, 401, a Hub
-that keeps answering 503 past the retries) propagates.
-
-It is one plain GET of fwe's own (http.py) under fwe's retry policy (transient.HUB_RETRY, giving up at once on
-a Hub that cannot be reached), written into the cache the way huggingface_hub writes it: `blobs/<etag>` (the LFS
-sha256, checked, or the ETag), `snapshots/<commit>/<file>` a relative link to the blob, `refs/main` the commit; so
-its tools (try_to_load_from_cache, hf_hub_download with local_files_only, `hf cache`) find the file. Not
-`hf_hub_download`: when the file is not cached and its HEAD fails with a transport error, it re-sends it 5 times
-with a 60 s timeout each (a refused connection then took ~23 s, a silent Hub minutes), and neither the count nor
-that timeout is a parameter. A cold fetch is one GET; `revalidate` adds one HEAD and downloads only a changed file.
-
-Processes sharing the cache (a node's ranks) take turns under one lock (node_lock): one downloads, the others find
-the file. HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are read when called; HF_HUB_ETAG_TIMEOUT, when set,
-overrides the timeout.
+`fetch_hub_file(repo, filename)` returns the cached path or raises `HubUnreachable` (offline without a cached copy, a
+refused connection, a DNS failure, no answer within `HEAD_TIMEOUT_S`); other errors (404, 401, 503 past the
+retries) propagate. It is one GET through fwe's client and retry policy, not `hf_hub_download`, whose retries of a
+failing HEAD cannot be bounded; `revalidate` adds one HEAD and downloads only a changed file. The file lands where
+huggingface_hub puts it (`blobs/<etag>`, the sha256 checked; `snapshots/<commit>/<file>` linking to it;
+`refs/main`), so its tools find it. A node's ranks take turns under one lock (node_lock): one downloads, the others
+find the file. HF_ENDPOINT, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_HUB_ETAG_TIMEOUT are read when called.
 """
 
 from __future__ import annotations
