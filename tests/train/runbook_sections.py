@@ -64,3 +64,14 @@ def run_section(heading: str, cwd: Path, timeout: float = 300) -> list[tuple[str
 def steps_printed(stdout: str) -> dict[int, str]:
     """The example scripts' `step N: TOKENS` lines, by step."""
     return {int(step): tokens for step, tokens in STEP.findall(stdout)}
+
+
+def check_resumes_after_step_5(heading: str, cwd: Path, script: str) -> None:
+    """The section's two runs of `python SCRIPT` (the second after the step-10 checkpoint was removed): the first
+    prints steps 1-10, the resumed one steps 6-10 with the first run's tokens."""
+    runs = [steps_printed(proc.stdout) for command, proc in run_section(heading, cwd)
+            if command.startswith(f"python {script}")]
+    assert len(runs) == 2
+    first, resumed = runs
+    assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
+    assert resumed == {step: tokens for step, tokens in first.items() if step > 5}

@@ -156,11 +156,6 @@ def test_fwe_imports_no_grain_unless_asked():
 def test_the_runbooks_grain_section_runs_as_written(tmp_path):
     """Every block of runbooks/train.md's Grain section runs as written; its resumed run (a fresh process, from the
     checkpoint after step 5) prints the first run's steps 6-10, token for token."""
-    from tests.train.runbook_sections import run_section, steps_printed
+    from tests.train.runbook_sections import check_resumes_after_step_5
 
-    runs = [steps_printed(proc.stdout) for command, proc in run_section("Grain", tmp_path)
-            if command.startswith("python train_grain.py")]
-    assert len(runs) == 2
-    first, resumed = runs
-    assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
-    assert resumed == {step: tokens for step, tokens in first.items() if step > 5}
+    check_resumes_after_step_5("Grain", tmp_path, "train_grain.py")

@@ -104,14 +104,9 @@ def test_settings_torchtitan_owns_are_refused_and_the_tokenizer_defaults_to_the_
 def test_the_runbooks_torchtitan_section_runs_as_written(tmp_path):
     """Every block of runbooks/train.md's torchtitan section runs as written; its resumed run (a fresh process that
     loads step 5 through torchtitan's CheckpointManager) prints the first run's steps 6-10, token for token."""
-    from tests.train.runbook_sections import run_section, steps_printed
+    from tests.train.runbook_sections import check_resumes_after_step_5
 
-    runs = [steps_printed(proc.stdout) for command, proc in run_section("torchtitan", tmp_path)
-            if command.startswith("python titan_data.py")]
-    assert len(runs) == 2
-    first, resumed = runs
-    assert sorted(first) == list(range(1, 11)) and sorted(resumed) == list(range(6, 11))
-    assert resumed == {step: tokens for step, tokens in first.items() if step > 5}
+    check_resumes_after_step_5("torchtitan", tmp_path, "titan_data.py")
 
 
 def test_a_batch_of_the_loaders_labels_and_boundaries_modes_becomes_torchtitans_tuple():

@@ -18,7 +18,7 @@ from fwe_cli.loader.sources.local import (
 )
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, resolve_files
 from fwe_cli.loader.sources.records import Records
-from fwe_cli.loader.sources.where import Filtered, check_where, where_of
+from fwe_cli.loader.sources.where import check_where, filter_of
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,7 @@ class LocalPath(Source):
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
-        self.where = where_of(spec.options)
-        """The row filter (None: every record is a document)."""
-        self.filtered = Filtered(self.where) if self.where is not None else None
+        self.where, self.filtered = filter_of(spec.options)
 
     @classmethod
     def location(cls, spec) -> str:

@@ -13,7 +13,7 @@ from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
-from fwe_cli.loader.sources.where import Filtered, Where, check_where, where_of
+from fwe_cli.loader.sources.where import Filtered, Where, check_where, filter_of
 
 HUB_READERS = ("native", "datasets")
 
@@ -63,9 +63,7 @@ class HubSource(Source):
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
-        self.where = where_of(spec.options)
-        """The row filter (None: every row is a document)."""
-        self.filtered = Filtered(self.where) if self.where is not None else None
+        self.where, self.filtered = filter_of(spec.options)
 
     @classmethod
     def location(cls, spec) -> str:

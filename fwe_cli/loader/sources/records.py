@@ -20,13 +20,23 @@ that rank. Each kind's Source makes its own Records (`Source.records`):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from fwe_cli.loader.sources.bad_records import BadRecords
 
-if TYPE_CHECKING:  # (the Source a Records reads imports this module: its type stays an unimported string)
+if TYPE_CHECKING:
     from fwe_cli.loader.shard import Shard
-    from fwe_cli.loader.sources.base import Source
+
+
+class RecordSource(Protocol):
+    """What a Records asks of the Source it reads (a Source makes its Records: this module imports no Source)."""
+
+    options: Any
+    files: list[str]
+
+    def open(self, set_stage: Callable[[str], None]) -> None: ...
+
+    def fingerprint(self) -> list[dict] | None: ...
 
 
 class Records:
@@ -35,7 +45,7 @@ class Records:
     revision_pinned: bool | None = None
     """For the Hub: whether the stream was opened at the spec's revision (None until opened, or not the Hub)."""
 
-    def __init__(self, source: Source, shard: Shard, start: dict | None = None, all_fields: bool = False,
+    def __init__(self, source: RecordSource, shard: Shard, start: dict | None = None, all_fields: bool = False,
                  bad: BadRecords | None = None):
         self.source = source
         self.shard = shard

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Union
+from typing import Any, Union
 
-if TYPE_CHECKING:
-    from fwe_cli.loader.sources.base import ReadOptions, Source
-    from fwe_cli.loader.sources.spec import SourceSpec
-
-ClassName = Union[str, "type[Source]"]
+ClassName = Union[str, type]
+"""A Source class, or its 'module:Class' name under fwe_cli.loader.sources (the table imports none of them, nor their
+base, until asked: the arrows run from the sources and specs to the table, never back)."""
 
 SOURCES: dict[str, tuple[ClassName, ...]] = {
     "hub": ("hub_native:HubNative", "hub_datasets:HubDatasets"),
@@ -47,12 +45,12 @@ def kinds() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=None)
-def _load(name: str) -> type[Source]:
+def _load(name: str) -> type:
     module, _, cls = name.partition(":")
     return getattr(importlib.import_module(f"fwe_cli.loader.sources.{module}"), cls)
 
 
-def candidates(kind: str) -> tuple[type[Source], ...]:
+def candidates(kind: str) -> tuple[type, ...]:
     """The classes that may read a kind, in the order they are tried."""
     return tuple(_load(name) if isinstance(name, str) else name for name in SOURCES[kind])
 
@@ -62,14 +60,14 @@ def options_class(kind: str) -> type:
     return candidates(kind)[0].Options
 
 
-def source_class(spec: SourceSpec) -> type[Source]:
-    """The class a spec is read by, as far as the spec alone says (no disk, no network): what it needs, how it is
+def source_class(spec: Any) -> type:
+    """The Source class a SourceSpec is read by, as far as the spec alone says (no disk, no network): what it needs, how it is
     described and whether it shuffles are the same for every class that could read it once opened."""
     return next(cls for cls in candidates(spec.kind) if cls.reads_spec(spec))
 
 
-def open_source(spec: SourceSpec, options: ReadOptions) -> Source:
-    """The object that reads `spec` (its children's objects made by it): the first class of its kind that accepts it
+def open_source(spec: Any, options: Any) -> Any:
+    """The Source that reads a SourceSpec `spec` with ReadOptions `options` (its children's made by it): the first class of its kind that accepts it
     and finds what is there its own."""
     for cls in candidates(spec.kind):
         if cls.reads_spec(spec) and (source := cls.reader_for(spec, options)) is not None:

@@ -25,7 +25,7 @@ from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.sources.base import Order, Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
-from fwe_cli.loader.sources.where import Filtered, check_where, parse_where, where_of
+from fwe_cli.loader.sources.where import check_where, filter_of, parse_where
 
 MEDIAN_CHARS = 2000
 SIGMA = 1.05
@@ -149,8 +149,7 @@ class SyntheticSource(Source):
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
-        self.where = where_of(spec.options)
-        self.filtered = Filtered(self.where) if self.where is not None else None
+        self.where, self.filtered = filter_of(spec.options)
 
     @classmethod
     def location(cls, spec) -> str:

@@ -134,6 +134,12 @@ def where_of(options) -> Where | None:
     return parse_where(text) if text is not None else None
 
 
+def filter_of(options) -> tuple[Where | None, Filtered | None]:
+    """A leaf source's row filter (None: every record is a document) and the counters of what it removed."""
+    where = where_of(options)
+    return where, (Filtered(where) if where is not None else None)
+
+
 @lru_cache(maxsize=64)
 def parse_where(text: str) -> Where:
     """The filter `text` says; WhereSyntaxError saying what is wrong and where."""
