@@ -1,4 +1,5 @@
-"""README.md's commands (and runbooks/commands.md's examples README leaves out) as a user types them, in a fresh clone with a fresh `.venv`, each exiting as documented.
+"""README.md's commands (and runbooks/commands.md's examples README leaves out) as a user types them, in a fresh
+clone with a fresh `.venv`, each exiting as documented.
 
 Every line of every ```bash block of README.md is classified (see `classify`): a block line this module does not
 know fails the test by name, so README and test cannot drift apart silently. The repository's files (tracked, plus

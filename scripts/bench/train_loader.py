@@ -56,7 +56,8 @@ def stage_fwe(args) -> dict:
 
     t_start = time.perf_counter()
     with FineWebLoader(_config(args)) as loader:
-        out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0, lambda: _settled(loader.pipeline.tokenizer))
+        out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0,
+                      lambda: _settled(loader.pipeline.tokenizer))
     return out
 
 

@@ -115,7 +115,8 @@ def test_a_batch_of_the_loaders_labels_and_boundaries_modes_becomes_torchtitans_
     derives from positions itself) is left out."""
     rng = np.random.default_rng(3)
     batch = {"input": rng.integers(0, 50257, (2, 8), dtype=np.int32),
-             "labels": rng.integers(0, 50257, (2, 8), dtype=np.int32), "positions": np.tile(np.arange(8, dtype=np.int32), (2, 1)),
+             "labels": rng.integers(0, 50257, (2, 8), dtype=np.int32),
+             "positions": np.tile(np.arange(8, dtype=np.int32), (2, 1)),
              "cu_seqlens": np.tile(np.array([0, 8] + [8] * 7, dtype=np.int32), (2, 1))}
     inputs, labels = titan_batch(batch)
     assert set(inputs) == {"input", "positions"}

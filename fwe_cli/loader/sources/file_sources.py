@@ -124,8 +124,8 @@ class LocalRecords(Records):
     def _open(self) -> None:
         super()._open()
         if self.file > len(self.files):
-            raise SourceError(f"saved position names file #{self.file} but {self.source.location(self.source.spec)} has "
-                              f"{len(self.files)} files")
+            where = self.source.location(self.source.spec)
+            raise SourceError(f"saved position names file #{self.file} but {where} has {len(self.files)} files")
 
     def position(self) -> dict:
         return {"index": self.index, "file": self.file, "offset": self.offset, "line": self.line}

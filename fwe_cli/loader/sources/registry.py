@@ -61,14 +61,14 @@ def options_class(kind: str) -> type:
 
 
 def source_class(spec: Any) -> type:
-    """The Source class a SourceSpec is read by, as far as the spec alone says (no disk, no network): what it needs, how it is
-    described and whether it shuffles are the same for every class that could read it once opened."""
+    """The Source class a SourceSpec is read by, as far as the spec alone says (no disk, no network): what it needs,
+    how it is described and whether it shuffles are the same for every class that could read it once opened."""
     return next(cls for cls in candidates(spec.kind) if cls.reads_spec(spec))
 
 
 def open_source(spec: Any, options: Any) -> Any:
-    """The Source that reads a SourceSpec `spec` with ReadOptions `options` (its children's made by it): the first class of its kind that accepts it
-    and finds what is there its own."""
+    """The Source that reads a SourceSpec `spec` with ReadOptions `options` (its children's made by it): the first
+    class of its kind that accepts it and finds what is there its own."""
     for cls in candidates(spec.kind):
         if cls.reads_spec(spec) and (source := cls.reader_for(spec, options)) is not None:
             return source

@@ -4,8 +4,8 @@ Record i depends only on (seed, i), so a shard generates just its own documents 
 text only when its shard keeps it) and any run, thread count or queue depth sees the same stream. Text is
 English-like prose from a Zipf-weighted vocabulary of ~800 common words (educational topics), in sentences and
 paragraphs with a title line, so a byte-level BPE such as GPT-2 spends about as much work per character as on real
-FineWeb-Edu (comparison in runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are log-normal with
-median 2,000 characters and sigma 1.05 (real FineWeb: p10 468, p50 1,684, p90 6,889), capped at 120,000,
+FineWeb-Edu (comparison in runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are
+log-normal with median 2,000 characters and sigma 1.05 (real FineWeb: p10 468, p50 1,684, p90 6,889), capped at 120,000,
 so the tail passes 40,000 characters about once in 800 documents.
 """
 
