@@ -124,6 +124,8 @@ SLOW = (
     "tests/cli/test_smoke_cmd.py::test_old_automation_script_accepts_users_flags",
     "tests/cli/test_unexpected_errors.py::test_sigterm_stops_a_smoke_like_ctrl_c",
     "tests/loader/test_core_defects.py::test_a_warm_hub_start_counts_each_document_once",
+    # DataLoader workers that raised: torchdata waits out its join timeout for each (5 s a worker)
+    "tests/train/test_torch_dataset.py::test_a_changed_num_workers_or_world_size_is_refused_naming_both",
     "tests/loader/test_gpt2_offline.py::test_ids_equal_tiktokens_gpt2_on_generated_text",
     "tests/loader/test_head_tail.py::test_a_state_before_or_after_the_boundary_resumes_exactly_in_a_fresh_process",
     "tests/loader/test_head_tail.py::test_grow_after_a_kill_9_verifies_and_the_next_run_continues",

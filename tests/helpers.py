@@ -48,3 +48,16 @@ def invoke(*args: str, env: dict[str, str | None] | None = None):
     hidden: dict[str, str | None] = {k: None for k in os.environ if k.startswith("NSA_FWE_")}
     hidden.update(env or {})
     return CliRunner().invoke(app, list(args), env=hidden, catch_exceptions=False)
+
+
+def one_object(stdout: str, exit_code: int) -> dict:
+    """stdout is one JSON object (orjson refuses trailing data: a second object fails here) with ok, exit_code and
+    error, and its exit_code is the run's."""
+    data = orjson.loads(stdout)
+    assert isinstance(data, dict) and {"ok", "exit_code", "error"} <= set(data), stdout
+    assert data["exit_code"] == exit_code
+    assert data["ok"] is (exit_code == 0) or data.get("command") == "doctor"
+    assert (data["error"] is None) is (exit_code == 0)
+    if data["error"] is not None:
+        assert {"type", "message"} <= set(data["error"]) and data["error"]["message"]
+    return data

@@ -68,7 +68,7 @@ def to_bos(ids: np.ndarray, lengths: np.ndarray, delimiter: int) -> np.ndarray:
     return out
 
 
-def _backend(tokenizer):
+def current_backend(tokenizer):
     """The encoder of the moment (an upgrading tokenizer hands its work to tiktoken once proven identical)."""
     current = getattr(tokenizer, "current", None)
     return current() if current is not None else tokenizer
@@ -90,7 +90,7 @@ class BatchEncoder:
 
     def __call__(self, docs: list[Document]) -> Encoded:
         t0 = time.perf_counter()
-        backend = BACKEND if self.shards else _backend(self.tokenizer)
+        backend = BACKEND if self.shards else current_backend(self.tokenizer)
         if self.shards or docs[0].ids is not None or any(d.delivered for d in docs):
             encoded = self._one_by_one(docs, backend)
         else:
@@ -117,7 +117,7 @@ class BatchEncoder:
 
     def texts_ids(self, texts: list[str]) -> list[np.ndarray]:
         """Each text's ids, without its end-of-text (what a source that counts tokens keeps on its documents)."""
-        ids, lengths = self._ends.encode(_backend(self.tokenizer), texts)
+        ids, lengths = self._ends.encode(current_backend(self.tokenizer), texts)
         ends = np.cumsum(lengths)
         return [ids[end - length:end - 1] for end, length in zip(ends.tolist(), lengths.tolist())]
 

@@ -35,7 +35,7 @@ _join_lock = threading.Lock()  # apart: a loader made while another one's open w
 _joined: tuple[Any, Any] = (None, None)  # (the default group fwe's group was made for, fwe's group): set at once
 
 
-def _dist():
+def torch_distributed():
     """torch.distributed when the caller runs a torch.distributed job of more than one rank, else None (also in a
     DataLoader worker: forked from its rank, it inherits the process group, but is no rank of it)."""
     if "torch" not in sys.modules:
@@ -56,7 +56,7 @@ def join_ranks(config: LoaderConfig) -> None:
     """Make fwe's group of the job's ranks (on the caller's thread) when the config reads the Hub natively (any node of
     its tree) and this is a torch.distributed job; afterwards `share` broadcasts. Once per process (per default
     group)."""
-    dist = _dist()
+    dist = torch_distributed()
     if dist is None or not config.source.lists_hub_files() or not dist.is_gloo_available():
         return
     global _joined
@@ -77,7 +77,7 @@ def share(key: str, make: Callable[[], Any], keep: Callable[[Any], None] = lambd
     """`make()` on rank 0, its value (or its error, as a SourceError) on every rank of a joined job; `keep(value)` on
     the ranks that were told, which `set_stage` says are waiting for `what`. Outside a joined job: `make()`. `key`
     names what is made, in a few words: ranks must agree on it."""
-    dist = _dist()
+    dist = torch_distributed()
     group = _group(dist) if dist is not None else None
     if group is None:
         return make()

@@ -58,11 +58,6 @@ class Packer:
         self._fill = 0
         self._new()
 
-    @property
-    def wants_lengths(self) -> bool:
-        """Whether `add` needs each document's length (boundaries, or rows aligned to documents)."""
-        return self.boundaries or self.align_rows
-
     def _new(self) -> None:
         self._ids = np.empty(self.window, dtype=np.int32)
         self._pos = np.empty(self.window, dtype=np.int32) if self.boundaries else None
@@ -70,10 +65,11 @@ class Packer:
 
     def add(self, ids: np.ndarray, lengths: np.ndarray | None = None,
             offsets: np.ndarray | None = None) -> Iterator[tuple[object, int]]:
-        """Append ids (with each document's length and first position when `wants_lengths`); yield (batch, tokens
-        of this call in it and earlier batches) for every batch that becomes full. Each batch is a fresh buffer."""
+        """Append ids (with each document's length and first position, which boundaries and aligned rows need);
+        yield (batch, tokens of this call in it and earlier batches) for every batch that becomes full. Each batch is
+        a fresh buffer."""
         positions = starts = None
-        if self.wants_lengths:
+        if self.boundaries:  # the per-token arrays only a batch with boundaries carries
             positions, starts = segments(lengths, offsets, len(ids))
         if self.align_rows:
             yield from self._add_rows(ids, lengths, positions, starts)

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from fwe_cli.errors import TokenizerError
+from fwe_cli.loader.encoding import current_backend
 from fwe_cli.loader.in_order import in_order
 from fwe_cli.loader.tokenization.doc_ends import DocEnds
 
@@ -51,13 +52,9 @@ class DocEncoder:
         """Batches whose split by the literal failed its check and were encoded document by document."""
         return self.ends.fallbacks
 
-    def _backend(self):
-        tokenizer = self.tokenizer
-        return getattr(tokenizer, "current", lambda: tokenizer)()  # an UpgradingTokenizer's backend of the moment
-
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens with the eot before each document, lengths) for `texts` (not empty)."""
-        backend = self._backend()
+        backend = current_backend(self.tokenizer)
         ids, lengths = self.ends.encode(backend, texts)
         self.by_backend[backend.backend] = self.by_backend.get(backend.backend, 0) + len(texts)
         out = np.empty(len(ids), dtype=self.dtype)

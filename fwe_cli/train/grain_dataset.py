@@ -27,9 +27,9 @@ from fwe_cli.errors import ConfigError, EndOfData
 from fwe_cli.loader import FineWebLoader, LoaderConfig
 from fwe_cli.loader.shard import Shard
 
-# Batches between two takes of the loader's own state. Taking it can cost as much as making a batch (it finds the
-# document the batch ended in, for a resume at another world size), and Grain asks for a state with every element; a
-# restart makes the batches since the last take again, a fraction of what starting costs.
+# Batches between two takes of the loader's own state. Taking it can cost more than making a batch (it records each
+# file the source reads as it is now: a stat per file, of hundreds for a large bootstrap), and Grain asks for a state
+# with every element; a restart makes the batches since the last take again, a fraction of what starting costs.
 STATE_EVERY = 16
 
 

@@ -26,6 +26,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from fwe_cli.errors import ConfigError
+from fwe_cli.loader.job_ranks import torch_distributed
 
 
 class FweDataCallback(TrainerCallback, ExportableState):
@@ -91,9 +92,8 @@ def _check_arguments(args, dataloader) -> None:
 
 def _every_rank(state: dict) -> list:
     """[this rank's state] alone, or every rank's under torch.distributed (all_gather_object)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+    dist = torch_distributed()
+    if dist is None:
         return [state]
     states: list = [None] * dist.get_world_size()
     dist.all_gather_object(states, state)

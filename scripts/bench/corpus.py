@@ -83,6 +83,13 @@ def build_corpus(directory: str, min_mb: float, synthetic: bool = False) -> tupl
     return path, kind
 
 
+def warm_page_cache(path: str) -> None:
+    """Read `path` once, so that every run after it reads the same cached pages."""
+    with open(path, "rb") as handle:
+        while handle.read(1 << 24):
+            pass
+
+
 def read_texts(path: str) -> list[str]:
     """The `text` of every record of a JSONL file, in order (pre-read text for a tokenizer ceiling)."""
     with open(path, "rb") as handle:

@@ -23,7 +23,7 @@ import time
 import orjson
 
 from scripts.bench import harness
-from scripts.bench.corpus import SUBSET, gpt2_tokenizer
+from scripts.bench.corpus import SUBSET, gpt2_tokenizer, warm_page_cache
 
 NAME = "first_batch"
 TARGET_S = 0.3
@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data, kind = make_jsonl(tmp)
         tokenizer = gpt2_tokenizer(tmp)
-        with open(data, "rb") as handle:  # warm the page cache
-            handle.read()
+        warm_page_cache(data)
         config = resolve_config(env={}, local_path=data, tokenizer=tokenizer, seq_len=1024, batch_size=8)
         times = []
         for _ in range(args.repeats):

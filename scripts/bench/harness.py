@@ -87,6 +87,19 @@ def run_timed(cmd: Sequence[str], env: dict | None = None, timeout: float = 600.
     return time.perf_counter() - started, proc
 
 
+def run_json(cmd: Sequence[str], what: str, env: dict | None = None, timeout: float = 600.0) -> dict:
+    """Run a child that prints its result as JSON on its last stdout line (run_timed): that result, with `process_s`
+    (spawn to exit); SystemExit naming `what` and the child's one-line error when it fails."""
+    import orjson
+
+    seconds, proc = run_timed(cmd, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed: {failure_line(proc)}")
+    result = orjson.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_s"] = seconds
+    return result
+
+
 def failure_line(proc: subprocess.CompletedProcess) -> str:
     """The last line a failed child wrote on stderr (where fwe and Python put the one-line error)."""
     return (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]

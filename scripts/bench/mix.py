@@ -40,15 +40,18 @@ print(orjson.dumps({"tokens_per_s": tokens / (times[hi] - times[lo]), "sources":
 
 
 def split_corpus(path: str, directory: str, parts: int = 3) -> list[str]:
-    """The corpus's lines dealt round-robin into `parts` JSONL files (reused when there)."""
+    """The corpus's lines dealt round-robin into `parts` JSONL files (reused when there: each is written under a
+    temporary name and renamed once whole, so a run stopped half way leaves no short part behind)."""
     names = [os.path.join(directory, f"part{i}.jsonl") for i in range(parts)]
     if not all(os.path.isfile(n) for n in names):
-        handles = [open(n, "wb") for n in names]
+        handles = [open(n + ".tmp", "wb") for n in names]
         with open(path, "rb") as source:
             for i, line in enumerate(source):
                 handles[i % parts].write(line)
         for handle in handles:
             handle.close()
+        for name in names:
+            os.replace(name + ".tmp", name)
     return names
 
 
@@ -72,16 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     mix = os.path.join(folder, "mix.json")
     with open(mix, "wb") as handle:
         handle.write(orjson.dumps({"by": "tokens", "sources": [{"weight": 1, "local_path": p} for p in parts]}))
-    common = {"env": {}, "tokenizer": gpt2_tokenizer(args.data), "seq_len": 1024, "batch_size": 8}
+    common = {"env": {}, "tokenizer": gpt2_tokenizer(os.path.join(args.data, "gpt2")), "seq_len": 1024,
+              "batch_size": 8}
     settings = {"single": dict(common, local_path=folder + "/part*.jsonl"), "mix": dict(common, mix=mix)}
 
     def run(name: str):
         def one(rep: int) -> dict:
-            seconds, proc = harness.run_timed([sys.executable, "-c", RUN, orjson.dumps(settings[name]).decode(),
-                                               str(args.batches)])
-            if proc.returncode != 0:
-                raise SystemExit(f"{name} failed: {harness.failure_line(proc)}")
-            return orjson.loads(proc.stdout.strip().splitlines()[-1])
+            return harness.run_json([sys.executable, "-c", RUN, orjson.dumps(settings[name]).decode(),
+                                     str(args.batches)], name)
         return one
 
     results = harness.interleaved(args.reps, {name: run(name) for name in settings},

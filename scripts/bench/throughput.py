@@ -31,7 +31,7 @@ import tempfile
 import orjson
 
 from scripts.bench import harness
-from scripts.bench.corpus import build_corpus, gpt2_tokenizer
+from scripts.bench.corpus import build_corpus, gpt2_tokenizer, warm_page_cache
 from scripts.bench.harness import say, spread
 
 NAME = "throughput"
@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     data, kind = build_corpus(args.data_dir, args.min_mb, args.synthetic)
     tokenizer = gpt2_tokenizer(os.path.join(args.data_dir, "gpt2"))
-    with open(data, "rb") as handle:  # warm the page cache: every stage reads the same cached pages
-        while handle.read(1 << 24):
-            pass
+    warm_page_cache(data)
     say(f"data: {data} ({os.path.getsize(data) / 1e6:.1f} MB, {kind})")
     slow = ["--max-seconds", str(args.slow_stage_seconds)]
     results: dict = {}

@@ -222,6 +222,11 @@ def _fwe_config(args, **overrides):
     return resolve_config(env={}, **settings)
 
 
+def tokenizer_settled(tokenizer) -> bool:
+    """The tokenizer encodes with the backend it will keep (an upgrading tokenizer's tiktoken proof has ended)."""
+    return tokenizer is not None and getattr(tokenizer, "check_s", 0) is not None
+
+
 def stage_fwe(args) -> dict:
     """FineWebLoader on the file with its defaults (backend auto, a tokenize thread per core)."""
     from fwe_cli.loader import FineWebLoader
@@ -229,13 +234,8 @@ def stage_fwe(args) -> dict:
     config = _fwe_config(args)
     t_start = time.perf_counter()
     with FineWebLoader(config) as loader:
-        pipeline = loader.pipeline  # settled: the producer encodes with the backend it will keep
-
-        def settled() -> bool:
-            tok = pipeline.tokenizer
-            return tok is not None and getattr(tok, "check_s", 0) is not None
-
-        out = consume(iter(loader), args.seq_len * args.batch, t_start, args.max_seconds, settled)
+        out = consume(iter(loader), args.seq_len * args.batch, t_start, args.max_seconds,
+                      lambda: tokenizer_settled(loader.pipeline.tokenizer))
         stats = loader.stats()
     out["loader"] = {k: stats[k] for k in ("tokenizer", "tokenizer_threads", "fetch_p95_ms", "tokenize_s", "docs")}
     out["config"] = config.to_json()

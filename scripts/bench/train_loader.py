@@ -30,7 +30,7 @@ import time
 import orjson
 
 from scripts.bench import harness
-from scripts.bench.corpus import build_corpus, gpt2_tokenizer
+from scripts.bench.corpus import build_corpus, gpt2_tokenizer, warm_page_cache
 from scripts.bench.harness import say, spread
 
 NAME = "train_loader"
@@ -45,19 +45,14 @@ def _config(args):
                           batch_size=args.batch, report_docs=0)
 
 
-def _settled(tokenizer) -> bool:
-    """The tokenizer encodes with the backend it will keep (its tiktoken proof has ended)."""
-    return tokenizer is not None and getattr(tokenizer, "check_s", 0) is not None
-
-
 def stage_fwe(args) -> dict:
     from fwe_cli.loader import FineWebLoader
-    from scripts.bench.throughput_stages import consume
+    from scripts.bench.throughput_stages import consume, tokenizer_settled
 
     t_start = time.perf_counter()
     with FineWebLoader(_config(args)) as loader:
         out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0,
-                      lambda: _settled(loader.pipeline.tokenizer))
+                      lambda: tokenizer_settled(loader.pipeline.tokenizer))
     return out
 
 
@@ -66,7 +61,7 @@ def stage_dataset(args, stateful: bool = True) -> dict:
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from fwe_cli.loader import FineWebDataset
-    from scripts.bench.throughput_stages import consume
+    from scripts.bench.throughput_stages import consume, tokenizer_settled
 
     settled = multiprocessing.Value("i", 0)  # workers whose tokenizer has settled (inherited by the forked workers)
 
@@ -76,7 +71,7 @@ def stage_dataset(args, stateful: bool = True) -> dict:
         def __iter__(self):
             told = False
             for batch in super().__iter__():
-                if not told and (self.stats()["tokenizer"] or {}).get("check_s", 0) is not None:
+                if not told and tokenizer_settled(self._loader.pipeline.tokenizer):  # this pass's loader
                     with settled.get_lock():
                         settled.value += 1
                     told = True
@@ -98,12 +93,7 @@ def run_stage(stage: str, args) -> dict:
     cmd = [sys.executable, "-m", "scripts.bench.train_loader", "--stage", stage, "--data", args.data,
            "--tokenizer", args.tokenizer, "--seq-len", str(args.seq_len), "--batch", str(args.batch),
            "--workers", str(args.workers)]
-    seconds, proc = harness.run_timed(cmd, timeout=args.stage_timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"{stage} failed: {harness.failure_line(proc)}")
-    result = orjson.loads(proc.stdout.strip().splitlines()[-1])
-    result["process_s"] = seconds
-    return result
+    return harness.run_json(cmd, stage, timeout=args.stage_timeout)
 
 
 def parser():
@@ -130,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     data, kind = build_corpus(args.data_dir, args.min_mb, args.synthetic)
     args.data, args.tokenizer = data, gpt2_tokenizer(os.path.join(args.data_dir, "gpt2"))
-    with open(data, "rb") as handle:  # warm the page cache: every run reads the same cached pages
-        while handle.read(1 << 24):
-            pass
+    warm_page_cache(data)
     say(f"data: {data} ({os.path.getsize(data) / 1e6:.1f} MB, {kind})")
     load_before = os.getloadavg()
 

@@ -264,7 +264,7 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
     rows = {"text": [f"hub document {i} " * (i % 13 + 1) for i in range(3000)], "id": [f"h{i}" for i in range(3000)]}
     opened = []
 
-    def fake_open(dataset, name, split, revision=None, all_columns=False):
+    def fake_open(dataset, name, split, revision=None, all_columns=False, where=None):
         opened.append(revision)
         return Dataset.from_dict(rows).to_iterable_dataset(num_shards=4)
 
@@ -295,7 +295,7 @@ def test_hub_endpoint_that_cannot_serve_the_sha_fails_instead_of_reading_its_def
 
     opened = []
 
-    def fake_open(dataset, name, split, revision=None, all_columns=False):
+    def fake_open(dataset, name, split, revision=None, all_columns=False, where=None):
         opened.append(revision)
         if revision is not None:
             raise SourceError(f"no such revision {revision}")

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fwe_cli.cli.exit_codes import EXIT_USAGE
-from tests.cli.test_json_exit_paths import one_object
-from tests.helpers import invoke, write_jsonl
+from tests.helpers import invoke, one_object, write_jsonl
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "2")
 BOOTSTRAP = ("bootstrap", "--source", "synthetic", "--gb", "0.001")

@@ -15,22 +15,9 @@ import orjson
 import pytest
 
 from fwe_cli.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
-from tests.helpers import REPO_ROOT, fwe_env, invoke, run_fwe
+from tests.helpers import REPO_ROOT, fwe_env, invoke, one_object, run_fwe
 
 SMOKE = ("smoke", "--source", "synthetic", "--tokenizer", "byte", "--batches", "1")
-
-
-def one_object(stdout: str, exit_code: int) -> dict:
-    """stdout is one JSON object (orjson refuses trailing data: a second object fails here) with ok, exit_code and
-    error, and its exit_code is the run's."""
-    data = orjson.loads(stdout)
-    assert isinstance(data, dict) and {"ok", "exit_code", "error"} <= set(data), stdout
-    assert data["exit_code"] == exit_code
-    assert data["ok"] is (exit_code == 0) or data.get("command") == "doctor"
-    assert (data["error"] is None) is (exit_code == 0)
-    if data["error"] is not None:
-        assert {"type", "message"} <= set(data["error"]) and data["error"]["message"]
-    return data
 
 
 USAGE = [

@@ -5,6 +5,8 @@ offline mode, ranges, and the request count."""
 from __future__ import annotations
 
 import os
+import select
+import signal
 import socket
 import sys
 import types
@@ -22,6 +24,8 @@ from fwe_cli.loader.transient import transient_reason, unreachable_reason
 from tests.hubsim.repos import DATASET_REPO, MODEL_REPO
 
 CARD = f"/datasets/{DATASET_REPO}/resolve/main/README.md"
+
+CHILD_TIMEOUT_S = 120  # a bound for a forked child's one request, not a timing check
 
 
 def _card(hubsim_root) -> bytes:
@@ -80,6 +84,11 @@ def test_a_forked_child_sends_on_connections_of_its_own(hub_env, hubsim_root):
                 os._exit(0 if answer.read() == _card(hubsim_root) else 1)
         finally:
             os._exit(2)
+    with os.fdopen(os.pidfd_open(child)) as exited:  # readable once the child has ended: a bounded wait on it
+        if not select.select([exited], [], [], CHILD_TIMEOUT_S)[0]:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail(f"the forked child sent no answered request within {CHILD_TIMEOUT_S} s")
     assert os.waitpid(child, 0)[1] == 0
     with request("GET", hub_env.url + CARD) as answer:
         answer.read()

@@ -29,7 +29,7 @@ def fake_hub(monkeypatch, request):
     from fwe_cli.loader.sources import hub_native
 
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
-                        lambda dataset, name, split, revision=None, all_columns=False: iter(ROWS))
+                        lambda dataset, name, split, revision=None, all_columns=False, where=None: iter(ROWS))
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "c" * 40)
     monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
     monkeypatch.setattr(HubNative, "documents", lambda self, epoch, at, order: hub_native.iter_hub(

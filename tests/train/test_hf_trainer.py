@@ -12,7 +12,7 @@ import pytest
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import resolve_config
 from fwe_cli.loader.tokenization.names import BYTE_EOS_ID
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, fwe_env
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchdata.stateful_dataloader")
@@ -86,6 +86,7 @@ def test_fwe_imports_no_transformers():
     fwe_cli.train.hf_trainer does."""
     code = ("import sys, fwe_cli.train, fwe_cli.loader\nfwe_cli.loader.FineWebDataset\n"
             "print('transformers' in sys.modules)\nimport fwe_cli.train.hf_trainer\nprint('transformers' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+                          env=fwe_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["False", "True"]

@@ -20,11 +20,11 @@ from fwe_cli.loader import job_ranks
 
 class Probe(torch.utils.data.IterableDataset):
     def __iter__(self):
-        yield job_ranks._dist() is None
+        yield job_ranks.torch_distributed() is None
 
 rank, init = int(sys.argv[1]), sys.argv[2]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-in_rank = job_ranks._dist() is None
+in_rank = job_ranks.torch_distributed() is None
 in_worker = next(iter(torch.utils.data.DataLoader(Probe(), batch_size=None, num_workers=1)))
 print(in_rank, bool(in_worker))
 dist.destroy_process_group()

@@ -50,10 +50,11 @@ def hub_revision(dataset: str, revision: str | None = None) -> str | None:
 
 
 def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | None = None,
-                    all_columns: bool = False):
+                    all_columns: bool = False, where: Where | None = None):
     """Metadata and file listing through `datasets`: returns the streaming IterableDataset.
 
-    Only `text` and `id` are kept unless `all_columns`; `revision` pins a commit (None: the default branch).
+    Only `text`, `id` and the columns of the row filter `where` are kept unless `all_columns` (a filter's column the
+    dataset lacks is a ConfigError naming it); `revision` pins a commit (None: the default branch).
     Transient failures (HTTP 429/5xx, cut connections) are retried: see fwe_cli.transient. A failure is one line
     naming the dataset, the revision and the cause.
     """
@@ -71,21 +72,13 @@ def open_hub_stream(dataset: str, name: str | None, split: str, revision: str | 
     columns = stream.column_names
     if columns and "text" not in columns:
         raise SourceError(f"Hub dataset {dataset!r} has no 'text' column (columns: {', '.join(columns)})")
-    if columns and not all_columns:
-        stream = stream.select_columns([c for c in ("text", "id") if c in columns])
-    return stream
-
-
-def with_filter_columns(stream, where: Where, all_columns: bool, dataset: str, name: str | None):
-    """An every-column stream of `open_hub_stream` cut to `text`, `id` and the filter's columns (all of them with
-    `all_columns`); ConfigError naming a filter's column the dataset lacks."""
-    columns = stream.column_names
-    lacking = [c for c in where.columns if columns and c not in columns]
+    filter_columns = where.columns if where is not None else ()
+    lacking = [c for c in filter_columns if columns and c not in columns]
     if lacking:
         raise ConfigError(f"--where names {lacking[0]!r}, which Hub dataset {dataset!r} (config {name!r}) lacks "
                           f"(its columns: {', '.join(columns)})")
     if columns and not all_columns:
-        stream = stream.select_columns(list(dict.fromkeys(c for c in ("text", "id", *where.columns) if c in columns)))
+        stream = stream.select_columns(list(dict.fromkeys(c for c in ("text", "id", *filter_columns) if c in columns)))
     return stream
 
 
@@ -158,10 +151,7 @@ class HubDatasets(HubSource):
 
         self.open(lambda stage: None)
         o = self.spec.options
-        stream = open_hub_stream(o.dataset, o.name, o.split, self.revision or o.revision,
-                                 all_columns or self.where is not None)
-        if self.where is not None:
-            stream = with_filter_columns(stream, self.where, all_columns, o.dataset, o.name)
+        stream = open_hub_stream(o.dataset, o.name, o.split, self.revision or o.revision, all_columns, self.where)
         if self.revision is None and not offline():
             raise SourceError(f"{endpoint()} did not say which commit {o.dataset}@{o.revision or 'main'} is: "
                               "a run must know the commit it reads, so that a resume reads it again")
@@ -221,8 +211,7 @@ class HubRecords(Records):
         index = self.index
         filtered = self.source.filtered
         for row, rows in hub_rows(self._stream, spec.dataset, self.bad, self.strict, rows=self.rows):
-            if filtered is not None and not filtered.where.matches(row, lambda: f"{spec.dataset}#row{rows}"):
-                filtered.documents += 1
+            if filtered is not None and not filtered.passes(row, lambda: f"{spec.dataset}#row{rows}"):
                 continue
             owned = self.shard.owns(index)
             index += 1

@@ -92,7 +92,7 @@ class FirstBatches:
         from fwe_cli.loader.sources.hub_head_cache import HeadCache
         from fwe_cli.loader.sources.hub_listing import cached_listing
 
-        spec = config.source.options
+        spec = source.spec.options  # the Hub source's own options (HubOptions), wherever it stands in the tree
         self._source = source
         # plain arrays only (batches with labels or boundaries are dicts, not kept)
         self.usable = bool(config.hub_cache and config.shuffle_seed is None and not (config.labels or config.boundaries))
@@ -103,7 +103,7 @@ class FirstBatches:
                      "batch_size": config.batch_size, "shard": [config.shard.mod, config.shard.rem],
                      "epochs": config.epochs, "bad_records": config.bad_records, "bos": config.bos,
                      "align_rows": config.align_rows}
-        if getattr(spec, "where", None) is not None:  # a filtered stream's batches are its own
+        if spec.where is not None:  # a filtered stream's batches are its own
             self._key["where"] = spec.where
         self._shape = (config.batch_size, config.seq_len)
         self._entry: dict | None = None

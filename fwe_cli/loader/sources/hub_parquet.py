@@ -22,7 +22,7 @@ from typing import Iterator
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.handoff import END, Failure, Handoff
 from fwe_cli.loader.stages import note
-from fwe_cli.loader.sources.hub_head_cache import HeadCache
+from fwe_cli.loader.sources.hub_head_cache import TEXT_COLUMNS, HeadCache
 from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
 from fwe_cli.loader.hub_env import resolve_url
 from fwe_cli.loader.sources.hub_ranges import Ranges, column_span, fetch_range, parquet_footer
@@ -40,7 +40,7 @@ class _Stopped(Exception):
 class HubParquetReader:
     """Iterate row groups as {column: list of values} (the `columns` a file has), over a listing's files in order."""
 
-    def __init__(self, listing: HubListing, columns: tuple[str, ...] = ("text", "id"),
+    def __init__(self, listing: HubListing, columns: tuple[str, ...] = TEXT_COLUMNS,
                  read_ahead: int = READ_AHEAD_GROUPS, head: HeadCache | None = None, start: tuple = (0, 0, 0),
                  first_rows: dict[int, tuple[int, int]] | None = None, fail_fast: bool = False,
                  filtered: Filtered | None = None):
@@ -205,8 +205,7 @@ class HubParquetReader:
                     parquet = pq.ParquetFile(view, metadata=metadata, pre_buffer=False)
                     continue
                 if item[0] == "skip":  # ruled out by its statistics: not fetched, and the head cache's prefix ends
-                    self.filtered.row_groups += 1
-                    self.filtered.documents += item[2]
+                    self.filtered.skip_row_group(item[2])
                     self._keeping = False
                     continue
                 _, group, last, start, data = item

@@ -13,7 +13,7 @@ from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
-from fwe_cli.loader.sources.where import Filtered, Where, check_where, filter_of
+from fwe_cli.loader.sources.where import Filtered, check_where, filter_of
 
 HUB_READERS = ("native", "datasets")
 
@@ -86,11 +86,9 @@ def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords,
     reader), unsharded; `counted` rows came before. A row that does not pass the filter of `filtered` is counted
     there; a row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` (or raises with `strict`); a
     row without a string `id` is named `{dataset}#{row index}`."""
-    where: Where | None = filtered.where if filtered is not None else None
     for row, after in rows:
         counted += 1
-        if where is not None and not where.matches(row, lambda: f"{dataset}#row{counted}"):
-            filtered.documents += 1
+        if filtered is not None and not filtered.passes(row, lambda: f"{dataset}#row{counted}"):
             continue
         text = row.get("text")
         if not isinstance(text, str):

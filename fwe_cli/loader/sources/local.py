@@ -153,8 +153,7 @@ def scan_parquet(
                 row += 1
                 if row <= start_row:
                     continue
-                if where is not None and not where.matches(record, lambda: f"{path}:row{row}"):
-                    filtered.documents += 1
+                if filtered is not None and not filtered.passes(record, lambda: f"{path}:row{row}"):
                     continue
                 text = record.get("text")
                 if isinstance(text, str):
@@ -175,8 +174,7 @@ def _runs(metadata, first: int, where: Where | None, filtered: Filtered | None) 
         if run:
             yield run
             run = []
-        filtered.row_groups += 1
-        filtered.documents += row_group.num_rows
+        filtered.skip_row_group(row_group.num_rows)
         yield row_group.num_rows
     if run:
         yield run
@@ -202,12 +200,9 @@ def check_fields(path: str, where: Where) -> None:
 
 def passing_lines(records: Iterator[tuple], path: str, filtered: Filtered) -> Iterator[tuple]:
     """The items of scan_jsonl(path) whose record passes the filter of `filtered` (which counts the others)."""
-    where = filtered.where
     for item in records:
-        if where.matches(item[0], lambda: f"{path}:{item[2]}"):
+        if filtered.passes(item[0], lambda: f"{path}:{item[2]}"):
             yield item
-        else:
-            filtered.documents += 1
 
 
 @dataclass(frozen=True, slots=True)

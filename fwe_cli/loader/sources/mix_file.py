@@ -83,7 +83,7 @@ def mixture_spec(path: str, wrap: Callable[[SourceSpec], SourceSpec] = lambda sp
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: source #{i} must be an object, got {entry!r}")
         keys = {str(k).replace("-", "_"): v for k, v in entry.items()}
-        bad = sorted(set(keys) - set(SOURCE_FLAGS) - set(ENTRY_KEYS) - {"tail"})
+        bad = sorted(set(keys) - set(SOURCE_FLAGS) - set(ENTRY_KEYS))
         if bad:
             raise ConfigError(f"{where}: source #{i} has unknown key {bad[0]!r} (it takes {', '.join(ENTRY_KEYS)} and "
                               f"the source flags: {', '.join(k for k in SOURCE_FLAGS if k != 'tail')})")

@@ -178,13 +178,11 @@ class SyntheticSource(Source):
 
     def passing_records(self, index: int) -> Iterator[tuple[int, dict]]:
         """(index, record) of each record from `index` on that passes the filter (the others counted)."""
-        seed, where, filtered = self.spec.options.seed, self.where, self.filtered
+        seed, filtered = self.spec.options.seed, self.filtered
         for index in itertools.count(index):
             record = synthetic_record(seed, index)
-            if where.matches(record):
+            if filtered.passes(record):
                 yield index, record
-            else:
-                filtered.documents += 1
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return SyntheticRecords(self, shard, start, all_fields, bad)

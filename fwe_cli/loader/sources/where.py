@@ -123,6 +123,18 @@ class Filtered:
         self.documents = 0
         self.row_groups = 0
 
+    def passes(self, record: Mapping[str, Any], naming: Callable[[], str] = lambda: "a record") -> bool:
+        """Whether `record` passes the filter (Where.matches); one that does not is counted as removed."""
+        if self.where.matches(record, naming):
+            return True
+        self.documents += 1
+        return False
+
+    def skip_row_group(self, rows: int) -> None:
+        """Count a row group the filter's statistics ruled out, not read, and its `rows`."""
+        self.row_groups += 1
+        self.documents += rows
+
     def describe(self) -> dict:
         """The fields a source's describe() adds: the filter, and what it removed."""
         return {"where": str(self.where), "filtered": {"documents": self.documents, "row_groups": self.row_groups}}
