@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fwe_cli.loader.config import RANK_VARS
+from fwe_cli.loader.shard import RANK_VARS
 from fwe_cli.loader.shard import SLURM_COUNT, SLURM_ID, SLURM_MIN
 from fwe_cli.loader.sources.synthetic import synthetic_record
 from tests.helpers import write_jsonl
@@ -138,7 +138,7 @@ SLOW = (
     "tests/loader/test_tiktoken_identity.py::test_generated_corpus_has_identical_ids",
     "tests/loader/test_tiktoken_identity.py::test_random_text_reaches_surrogates_and_every_alternative",
     "tests/loader/test_token_dir.py::test_a_token_directory_is_matched_by_its_vocabulary_not_its_tokenizers_name",
-    "tests/loader/test_token_dir.py::test_token_dir_batches_equal_the_text_paths",
+    "tests/loader/test_token_dir.py::test_token_dir_batches_equal_the_text_paths_in_order",
     "tests/measure/test_cold_warm.py::test_cold_and_warm_local_runs_write_summary_with_phases",
     "tests/measure/test_cold_warm.py::test_kpi_miss_exit_codes",
     # the three tests that use test_tune's `sweep` (a tune whose trials are child processes)

@@ -61,3 +61,13 @@ def one_object(stdout: str, exit_code: int) -> dict:
     if data["error"] is not None:
         assert {"type", "message"} <= set(data["error"]) and data["error"]["message"]
     return data
+
+
+def read_whole(source, start=None):
+    """(document, its cursor) of every document of an opened source, read as one reader over one epoch, from the
+    start or from the document at cursor `start` (which comes first)."""
+    from fwe_cli.loader.shard import Shard
+    from fwe_cli.loader.sources.order import StreamOrder
+
+    for doc in source.stream(StreamOrder(Shard(), 1, None, 1), start, None):
+        yield doc, doc.resume

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.limits import LIMITS, check_limit
-from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.shard import RANK_VARS, Shard, rank_from_env
 from fwe_cli.loader.sources.mix_file import SOURCE_WORDS, named_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
@@ -35,10 +35,6 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_HOLDOUT": "holdout",
 }
 
-# The launchers' per-process (rank, world size) variables, read when no --shard-mod/--shard-rem is given; first
-# pair set wins: torchrun's are per process while SLURM_PROCID is per task (torchrun inside a SLURM job). No
-# NSA_FWE_* variable sets the shard, so only the flags (shard_from 'flags') beat these.
-RANK_VARS: dict[str, tuple[str, str]] = {"torchrun": ("RANK", "WORLD_SIZE"), "slurm": ("SLURM_PROCID", "SLURM_NTASKS")}
 SHARD_FROM = ("flags", *RANK_VARS, "default")
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
@@ -66,7 +62,7 @@ class LoaderConfig:
     report_docs: int = 1000
     """Write a progress heartbeat every this many documents (NSA_FWE_REPORT_DOCS); 0 turns it off."""
     shard: Shard = field(default_factory=Shard)
-    """Which documents of the stream this loader owns."""
+    """Which reader this loader is (a rank, or rank x DataLoader worker): its share is dealt unread (sources.deal)."""
     shard_from: str = "default"
     """Where resolve_config took `shard` from: 'flags' (--shard-mod/--shard-rem), 'torchrun' (RANK/WORLD_SIZE),
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
@@ -117,8 +113,8 @@ class LoaderConfig:
     """Rank written into heartbeat lines and file name; resolve_config makes it the shard's rem when the shard came
     from a launcher's variables and no rank was given."""
     shuffle_seed: int | None = None
-    """Shuffle: file order permuted per epoch and documents permuted in windows of `shuffle_window`, a pure function
-    of (seed, epoch, data); None keeps stream order."""
+    """Shuffle: units permuted per epoch, each reader's documents in windows of `shuffle_window`, a pure function of
+    (seed, epoch, data, readers); None keeps stream order."""
     shuffle_window: int = 10_000
     """Documents per shuffle window (held in memory together)."""
     epochs: int = 1
@@ -130,9 +126,10 @@ class LoaderConfig:
                 check_limit(name, getattr(self, name))
         if not isinstance(self.source, SourceSpec):
             raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
-        refusal = self.source.shuffle_refusal()
-        if self.shuffle_seed is not None and refusal:
-            raise ConfigError(refusal)
+        for refusal in (self.shuffle_seed is not None and self.source.shuffle_refusal(),
+                        self.shard.mod > 1 and self.source.dealing_refusal()):
+            if refusal:
+                raise ConfigError(refusal)
         check_reading_settings(self.bad_records, self.shard)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
@@ -269,29 +266,6 @@ def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None
         values.setdefault("rank", values["shard"].rem)
     values["source"] = named_source(source)
     return LoaderConfig(**values)
-
-
-def rank_from_env(env: Mapping[str, str]) -> tuple[str, Shard] | None:
-    """(launcher, Shard(world size, rank)) from the first pair of RANK_VARS with either variable set, else None.
-
-    A blank variable counts as unset; one of a pair alone, a non-integer, a world size out of range or a rank not
-    below it is a ConfigError naming both variables and what they hold."""
-    for launcher, (rank_var, size_var) in RANK_VARS.items():
-        raw_rank, raw_size = (env.get(var, "").strip() for var in (rank_var, size_var))
-        if not raw_rank and not raw_size:
-            continue
-        held = f"{rank_var}={env.get(rank_var)!r}, {size_var}={env.get(size_var)!r}"
-        if not raw_rank or not raw_size:
-            raise ConfigError(f"{launcher} shard needs both {rank_var} and {size_var} set, got {held}")
-        try:
-            rank, size = int(raw_rank), int(raw_size)
-        except ValueError:
-            raise ConfigError(f"{rank_var} and {size_var} must be integers, got {held}") from None
-        check_limit("shard_mod", size, size_var, f"{raw_size!r} ({held})")
-        if not 0 <= rank < size:
-            raise ConfigError(f"{rank_var} must be from 0 to {size_var} - 1, got {held}")
-        return launcher, Shard(size, rank)
-    return None
 
 
 def env_snapshot(env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -19,24 +19,21 @@ class Document:
     Its text may be given as a function that makes it: a source whose documents cost work to produce (the synthetic
     one generates each) hands them over unmade, and only the documents a shard keeps are ever made."""
 
-    __slots__ = ("_text", "id", "resume", "ids", "segment", "delivered", "child")
+    __slots__ = ("_text", "id", "resume", "ids", "segment", "delivered")
 
-    def __init__(self, text: str | Callable[[], str], id: str, resume: dict | None = None, ids: Any = None):
+    def __init__(self, text: str | Callable[[], str], id: str, resume: Any = None, ids: Any = None):
         self._text = text
         self.id = id
         """Identifier: the record's own id, or a PlaceName (`file:line`, ...) for a record without one."""
         self.resume = resume
-        """Where a stream opened anew yields this document first (set by DocumentStream: epoch, stream index, source
-        position; see fwe_cli.loader.sources.order)."""
+        """Where a stream opened anew yields this document first: its source's cursor (sources.order.Cursor, or a
+        composite's), set as the reader's stream yields it."""
         self.ids = ids
         """The document's token ids (a numpy view into a token shard, without end-of-text) when it was read already
         tokenized; the pipeline then uses them instead of the tokenizer. None for text."""
         self.delivered = 0
-        """Tokens of it a rank of another world delivered before the world changed (loader.elastic): the pipeline
+        """Tokens of it a reader of another world delivered before the world changed (sources.deal): the pipeline
         leaves them out."""
-        self.child = None
-        """For a document a source took from one of the children it orders itself (a mixture): (the child's number,
-        its cursor in that child's stream); what a change of world size resumes each child from."""
         self.segment = None
         """Which segment of its source's stream it belongs to, for a source whose stream has several (a composite's
         parts); None for one. A document batch never spans two segments, and each batch names its segment to the

@@ -21,7 +21,7 @@ from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, Loader
 from fwe_cli.loader.job_ranks import join_ranks
 from fwe_cli.loader.pipeline import Pipeline
 from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
-from fwe_cli.loader.resume import build_state, check_states
+from fwe_cli.loader.resume import Resumed, build_state, check_states
 from fwe_cli.loader.sources.spec import SourceSpec
 from fwe_cli.loader.stages import WaitBook, rounded
 from fwe_cli.loader.quantiles import Quantiles
@@ -40,9 +40,8 @@ class FineWebLoader:
     def __init__(self, config: LoaderConfig, state: dict | None = None):
         if config.as_torch and importlib.util.find_spec("torch") is None:  # imported later, beside the source
             raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'")
-        position, files, plan = None, None, None
-        if state is not None:
-            config, position, files, plan = check_states(state, config)
+        resumed = check_states(state, config) if state is not None else Resumed(config)
+        config = resumed.config
         self.config = config
         self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
@@ -53,7 +52,7 @@ class FineWebLoader:
         self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (loader.stages)
         self._steps = 0
         self._closed = False
-        self._position = position  # of the last batch the consumer received (its state)
+        self._position = resumed.position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
         # this loader's Hub retries (on any of its threads, which start in its scope) go to its heartbeat and end
         # within its timeout (the observer holds the heartbeat, not self: an unclosed loader is still collected);
@@ -62,14 +61,15 @@ class FineWebLoader:
         self._retries = RetryScope(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
                                    budget_s=config.loader_timeout)
         join_ranks(config)
-        self._start(config, position, files, plan)
+        self._start(resumed)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _start(self, config: LoaderConfig, position: dict | None = None, files: dict | None = None,
-               plan=None) -> None:
+    def _start(self, resumed: Resumed) -> None:
+        config = resumed.config
         self._taken = 0  # batches this pipeline handed over (its second one opens the source's read-ahead)
         with scoped(self._retries):  # the producer thread starts in this loader's retry scope, and so its own threads
-            self.pipeline = Pipeline(config, on_progress=self._progress, start=position, expect_files=files, plan=plan)
+            self.pipeline = Pipeline(config, on_progress=self._progress, start=resumed.position,
+                                     expect_files=resumed.files, plan=resumed.plan, olds=resumed.olds)
             self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
                                                 clock=self.pipeline.clock) if config.prefetch else None
         self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
@@ -247,8 +247,8 @@ class FineWebLoader:
         self._stop_producer(FALLBACK_JOIN_S, abandon_encodes=True)
         self.fallback = {"reason": reason, "from_source": old.source.kind, "to_source": "synthetic",
                          "tokenizer": tokenizer}
-        self._start(dataclasses.replace(old, source=SourceSpec("synthetic"), tokenizer=tokenizer, shuffle_seed=None,
-                                        grow=False))
+        self._start(Resumed(dataclasses.replace(old, source=SourceSpec("synthetic"), tokenizer=tokenizer,
+                                                shuffle_seed=None, grow=False)))
         self._returns_by = time.perf_counter() + limit
         return self._fetch(limit)
 
@@ -266,12 +266,12 @@ class FineWebLoader:
         the state was saved under another one; LoaderError on a closed loader."""
         if self._closed:
             raise LoaderError("load_state_dict on a closed loader: make a new FineWebLoader(config, state=state)")
-        config, position, files, plan = check_states(state, self.config)
+        resumed = check_states(state, self.config)
         self._stop_producer(FALLBACK_JOIN_S)
-        self.config, self._position = config, position
+        self.config, self._position = resumed.config, resumed.position
         self._steps, self.first_batch_s, self.warmup_report = 0, None, None
         self.created = time.perf_counter()
-        self._start(config, position, files, plan)
+        self._start(resumed)
 
     # -- stats -------------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from typing import Callable, Hashable, Iterator
 import numpy as np
 
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.elastic import ElasticPlan
 from fwe_cli.loader.frontier import RecentBatches
 from fwe_cli.loader.encoding import BatchEncoder, Encoded, effective_threads
 from fwe_cli.loader.hub_env import requests_sent
@@ -43,7 +42,7 @@ class Pipeline:
     """State shared between the producer thread and the loader's stats (counters are only written here)."""
 
     def __init__(self, config: LoaderConfig, on_progress: Callable[[dict], None] = lambda info: None,
-                 start: dict | None = None, expect_files: dict | None = None, plan: ElasticPlan | None = None):
+                 start: dict | None = None, expect_files: dict | None = None, plan=None, olds: list | None = None):
         self.config = config
         self.start = start or {}
         """A batch's position (see __iter__): production continues right after that batch."""
@@ -54,7 +53,7 @@ class Pipeline:
         self._closing = threading.Event()  # close(): the producer stops at its next document batch
         self._pool: ThreadPoolExecutor | None = None  # the tokenizer threads, once started
         self.documents = DocumentStream(config, set_stage=self._set_stage, mark=self.mark,
-                                        start=self.start.get("doc"), expect=expect_files, plan=plan)
+                                        start=self.start.get("doc"), expect=expect_files, plan=plan, olds=olds)
         self.marks: dict[str, float] = {}  # first time (perf_counter) of: tokenizer_ready, source_opened,
         # first_document, first_batch — the milestones `fwe measure` turns into first-batch phases
         self.requests_at: dict[str, int] = {}  # the process's Hub request count (hub_env) at each of them
@@ -127,16 +126,17 @@ class Pipeline:
                                "tokens_per_s": round(self.tokens / elapsed, 1)})
 
     def _token_chunks(self, chunks: Iterator) -> Iterator[tuple[Encoded, tuple]]:
-        """A token directory read in order (sources.token_dir): one shard slice + one eos per chunk, about a batch at
-        first (the first batch waits on nothing larger), then doubling up to CHUNK_TOKENS."""
+        """A token directory read unshuffled (sources.order.leaf_chunks): one shard slice + one eos per chunk, about a
+        batch at first (the first batch waits on nothing larger), then doubling up to CHUNK_TOKENS."""
         self.stage = "reading token shards"
         encoder = self.encoder = BatchEncoder(self.tokenizer, self.config.bos)
-        for ids, resume, lengths in chunks:
-            self.recent.remember(resume, (resume["epoch"], resume["index"], lengths))
+        for ids, lengths, cursor in chunks:
+            first = cursor(0)
+            self.recent.chunk(first, lengths, cursor)
             before = self.docs
             self._count_read(len(lengths))
             encoder.count(encoder.tokenizer.backend, len(lengths), 0.0)
-            yield encoder.chunk(ids, lengths), (resume, None, before)
+            yield encoder.chunk(ids, lengths), (first, None, before)
             if self._closing.is_set():
                 return
             self.stage = "reading token shards"
@@ -249,15 +249,13 @@ class Pipeline:
         """The batches an earlier run kept, when the opened source confirms their commit; each is counted as made
         (its documents and tokens, the document it ended in: a resume state after it is exact), then the stream goes
         on right after the last one. The real tokenizer starts loading once the consumer wants more."""
-        self.documents.source.open(self._set_stage)
+        self.documents.open()
         if kept.confirm():
             self.tokenizer = kept.stand_in(self.load_tokenizer)
             self.mark("source_opened")
             position = None
-            for batch, position, frontier, docs, tokens in kept.entries():
-                epoch, doc, delivered, length = frontier
-                # the frontier's form RecentBatches reads: documents doc-1 and doc, the batch ends `delivered` into doc
-                self.recent.remember(position["doc"], (epoch, doc - 1, [position["skip"] - delivered, length]))
+            for batch, position, ended, docs, tokens in kept.entries():
+                self.recent.remember(position["doc"], ended)  # the document it ended in, as it was kept
                 self.docs, self.tokens = docs, tokens
                 self.batches += 1
                 self.mark("first_batch")

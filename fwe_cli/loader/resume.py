@@ -4,14 +4,17 @@
     loader = FineWebLoader(config, state=state)      # or loader.load_state_dict(state)
 
 The state holds the position of the last batch the consumer received (not the producer's: batches waiting in the
-prefetch queue are neither lost nor repeated: a document's `resume`, its source position typed, sources.position),
-the settings a position only means something under (`matching`: tokenizer, batch shape, shard, shuffle, and the
-source tree as opened, with what it resolved pinned — a Hub commit), and the files each node of the tree read as they
-were (`source_files`), so that a file rewritten since is refused by name rather than read from a stale offset. Both
-are checked node by node, an error naming the node. Names follow torch.distributed.checkpoint's `Stateful` protocol.
+prefetch queue are neither lost nor repeated): the `resume` of the document it began in (the source's cursor,
+sources.order) and the tokens from there on already delivered, and the document it ended in as the source's
+`frontier` (`consumed`: what a change of world size deals the rest from); the plan a changed world dealt this reader
+(`plan`), or, before its source opened, the old readers it is to be dealt from (`from`); the settings a position only
+means something under (`matching`: tokenizer, batch shape, reader, shuffle, and the source tree as opened, with what
+it resolved pinned: a Hub commit), and a summary of the files each node read as it opened (`source_files`), so that a
+file rewritten since is refused by name rather than read from a stale offset. Its size and cost do not grow with
+the number of files. Names follow torch.distributed.checkpoint's `Stateful` protocol.
 
-Version 3 typed the positions and made the source a tree; states of versions 1 and 2 (flat settings, positions as
-plain lists) are still read (sources.legacy_state).
+Version 4 deals each reader its own units; a state of an earlier version (positions in the whole stream, read by
+every reader) is refused in one line naming its version.
 """
 
 from __future__ import annotations
@@ -23,18 +26,29 @@ import orjson
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.elastic import ElasticPlan, replan, replan_children, saved_plan
 from fwe_cli.loader.frontier import RecentBatches
-from fwe_cli.loader.sources.legacy_state import LEGACY_VERSIONS, upgrade
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
+from fwe_cli.loader.sources.deal import Pending
+from fwe_cli.loader.sources.position import decode, encode
 from fwe_cli.loader.sources.registry import source_class
 
 if TYPE_CHECKING:
     from fwe_cli.loader.sources.spec import SourceSpec
     from fwe_cli.loader.sources.stream import DocumentStream
 
-STATE_VERSION = 3
+STATE_VERSION = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Resumed:
+    """What a loader starts from: a config (with what a state pinned), the position of its last batch, the files
+    its positions were saved over, the plan a changed world dealt it, or the old readers to deal it from."""
+
+    config: LoaderConfig
+    position: dict | None = None
+    files: dict | None = None
+    plan: object = None
+    olds: list | None = None
 
 
 def _shape(config: LoaderConfig, tokenizer: str | None) -> dict:
@@ -47,39 +61,35 @@ def _shape(config: LoaderConfig, tokenizer: str | None) -> dict:
 def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | None, batches: int,
                 recent: RecentBatches) -> dict:
     """The state after `batches` batches, the last one's `position` (None before the first: nothing to check then)
-    with the document it ended in (`consumed`: [epoch, document, tokens of it delivered, its tokens]: what a change
-    of world size starts from; for a source that orders its children, each child's too), and the rank's plan when the
-    world changed in this epoch (loader.elastic)."""
-    source = stream.source
+    with the document it ended in (`consumed`, the source's frontier there)."""
     saved = None
     if position is not None:
-        saved = {"doc": resume_to_json(position["doc"]), "skip": position["skip"]}
-        consumed = recent.frontier(position)
+        saved = {"doc": encode(position["doc"]), "skip": position["skip"]}
+        ended = recent.ended(position)  # (none held right after a resume: the resumed state's own stands)
+        consumed = stream.source.frontier(*ended) if ended is not None else position.get("consumed")
         if consumed is not None:
-            saved["consumed"] = consumed
-        found = recent.frontier_document(position) if source.orders_children else None
-        if found is not None:
-            saved["children"] = [None if child is None else dict(child, doc=resume_to_json(child["doc"]))
-                                 for child in source.child_frontiers(*found)]
-    state = {"version": STATE_VERSION,
-             "matching": {**_shape(config, stream.tokenizer()), "source": source.pinned_tree()},
-             "source_files": source.fingerprint_tree() if position is not None else None,
-             "position": saved, "batches": batches}
+            saved["consumed"] = encode(consumed)
+    pinned, files = stream.identity()
+    state = {"version": STATE_VERSION, "matching": {**_shape(config, stream.tokenizer()), "source": pinned},
+             "source_files": files if position is not None else None, "position": saved, "batches": batches}
     if stream.plan is not None:
-        state["plan"] = stream.plan.to_dict()
+        state["plan"] = encode(stream.plan)
+    elif stream.olds is not None:
+        state["from"] = [[encode(plan), encode(front)] for plan, front in stream.olds]
     return state
 
 
-def check_state(state: object, config: LoaderConfig) -> tuple[LoaderConfig, dict | None, dict | None]:
-    """(config to resume with, position, the files the position was saved over), or ConfigError naming the first
-    setting that differs. A config that leaves a Hub revision or the tokenizer unset takes the state's (a Hub branch
-    resumes at the commit it was read at). The state's shard must be the config's: `check_states` takes the states of
-    every rank of another world size."""
+def check_state(state: object, config: LoaderConfig) -> Resumed:
+    """What `state` resumes (`Resumed`), or ConfigError naming the first setting that differs. A config that leaves a
+    Hub revision or the tokenizer unset takes the state's (a Hub branch resumes at the commit it was read at). The
+    state's reader must be the config's: `check_states` takes the states of every reader of another world."""
     version = state.get("version") if isinstance(state, dict) else None
-    if version not in (*LEGACY_VERSIONS, STATE_VERSION) or "matching" not in state:
+    if version != STATE_VERSION or "matching" not in state:
+        if isinstance(version, int) and version < STATE_VERSION:
+            raise ConfigError(f"the resume state is of version {version}, saved by an fwe that read every document on "
+                              f"every rank; this fwe deals each reader its own (version {STATE_VERSION}) and cannot "
+                              "place that state: start without it, or resume with the fwe that saved it")
         raise ConfigError(f"not a fwe loader resume state of version {STATE_VERSION} (version {version!r})")
-    if version in LEGACY_VERSIONS:
-        state = upgrade(state)
     saved = dict(state["matching"])
     saved_source = saved.pop("source", None)
     if config.tokenizer is None and saved.get("tokenizer"):
@@ -94,8 +104,19 @@ def check_state(state: object, config: LoaderConfig) -> tuple[LoaderConfig, dict
     _same_tree(saved_source, orjson.loads(orjson.dumps(static.pinned_tree())), "source")  # as JSON holds it
     position = state.get("position")
     if position is not None:
-        position = _position(position, state.get("legacy_positions", False))
-    return config, position, state.get("source_files")
+        if not (isinstance(position, dict) and isinstance(position.get("doc"), dict)):
+            raise ConfigError(f"resume state has no usable position ({position!r})")
+        position = dict(position, doc=decode(position["doc"]), consumed=decode(position.get("consumed")))
+    return Resumed(config, position, state.get("source_files"), decode(state.get("plan")), _olds(state.get("from")))
+
+
+def _olds(saved: object) -> list | None:
+    """The old readers a state's `from` names: (plan, frontier) each, typed."""
+    if saved is None:
+        return None
+    if not isinstance(saved, list) or not all(isinstance(o, list) and len(o) == 2 for o in saved):
+        raise ConfigError(f"resume state's `from` is not a list of (plan, frontier) pairs ({str(saved)[:80]})")
+    return [(decode(plan), decode(front)) for plan, front in saved]
 
 
 def _adopt(spec: SourceSpec, saved: object) -> SourceSpec:
@@ -129,41 +150,41 @@ def _same_tree(saved: object, now: dict, where: str) -> None:
         _same_tree(old, new, f"{where}.children[{i}]")
 
 
-def _position(position: object, legacy: bool) -> dict:
-    """A saved position with its document's source position typed (a legacy one stays the list it was: the source
-    that opens reads it, Source.legacy_position); the source checks it is one of its own as it opens."""
-    if not (isinstance(position, dict) and isinstance(position.get("doc"), dict)):
-        raise ConfigError(f"resume state has no usable position ({position!r})")
-    return dict(position, doc=position["doc"] if legacy else resume_from_json(position["doc"]))
-
-
-def check_states(states: list | dict, config: LoaderConfig) -> tuple[LoaderConfig, dict | None, dict | None,
-                                                                     ElasticPlan | None]:
-    """`check_state` for one state, or for every rank's state of a world (a list): (config, position, files, plan).
-    A list of another world size than the config's (or of this rank's world, in another shard) is replanned: this
-    rank's share of what those ranks left (loader.elastic); the states must agree in everything but their shard,
-    else ConfigError naming the field."""
+def check_states(states: list | dict, config: LoaderConfig) -> Resumed:
+    """`check_state` for one state, or for every reader's state of a world (a list). A list of another world than
+    the config's (or of this reader's world, in another order) continues those readers: this reader's plan is dealt
+    from what they left (sources.deal) once its source opens. The states must agree in everything but their reader,
+    else ConfigError naming the field; a list must hold each reader of its world once."""
     if not isinstance(states, list):
-        config, position, files = check_state(states, config)
-        return config, position, files, saved_plan(states.get("plan"))
+        return check_state(states, config)
     if not states:
-        raise ConfigError("an empty list of resume states: give every rank's state of one world, once")
+        raise ConfigError("an empty list of resume states: give every reader's state of one world, once")
     checked = []
     for state in states:
         matching = state.get("matching") if isinstance(state, dict) else None
         if not isinstance(matching, dict) or "shard_mod" not in matching:
             raise ConfigError("not a fwe loader resume state (no `matching`): give the states `state_dict()` saved")
-        shard = Shard(matching["shard_mod"], matching["shard_rem"])
-        checked.append(check_state(state, dataclasses.replace(config, shard=shard)))
+        checked.append(check_state(state, dataclasses.replace(config, shard=Shard(matching["shard_mod"],
+                                                                                  matching["shard_rem"]))))
     first = [dict(s["matching"], shard_rem=None) for s in states]
     for key in sorted(set(first[0])):
         values = {repr(m.get(key)) for m in first}
         if len(values) > 1:
             raise ConfigError(f"the resume states were saved with different {key} ({', '.join(sorted(values))}): "
                               "give the states of one run")
-    config = dataclasses.replace(checked[0][0], shard=config.shard)
-    if source_class(config.source).orders_children:  # each child replanned on its own; the source starts afresh
-        return config, None, checked[0][2], replan_children(states, config.shard, len(config.source.children))
-    positions = [c[1] for c in checked]
-    plan, position = replan([dict(s, position=p) for s, p in zip(states, positions)], config.shard)
-    return config, position, checked[0][2], plan
+    world = len(states)
+    rems = sorted(r.config.shard.rem for r in checked)
+    if checked[0].config.shard.mod != world or rems != list(range(world)):
+        raise ConfigError(f"the {world} resume states do not hold each reader 0..{world - 1} of one world once "
+                          f"(shard_mod {checked[0].config.shard.mod}, shard_rem {rems}): give every reader's state of "
+                          "one world, once")
+    olds = []
+    for resumed in sorted(checked, key=lambda r: r.config.shard.rem):
+        shard = resumed.config.shard
+        plan = resumed.plan if resumed.olds is None else Pending(tuple(resumed.olds), shard.mod, shard.rem)
+        consumed = (resumed.position or {}).get("consumed")
+        if resumed.position is not None and consumed is None:
+            raise ConfigError("a resume state has no `consumed` document: resume it with the world it was saved by")
+        olds.append((plan, consumed))
+    config = dataclasses.replace(checked[0].config, shard=config.shard)
+    return Resumed(config, None, checked[0].files, None, olds)

@@ -21,6 +21,7 @@ from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, Output
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
 from fwe_cli.loader.fineweb_loader import FineWebLoader
+from fwe_cli.loader.sources.position import encode
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
 
@@ -194,8 +195,7 @@ class SmokeRun:
                 result.update(ok=False, error=error_record(error))
         if isinstance(self.resume, list):  # every rank's state of another world: this rank's share of what they left
             plan = self.loader.pipeline.documents.plan
-            result["resumed_from"] = {"states": len(self.resume), "position": self.loader.pipeline.start or None,
-                                      "plan": plan.to_dict() if plan is not None else None}
+            result["resumed_from"] = {"states": len(self.resume), "plan": encode(plan)}
         elif self.resume is not None:
             result["resumed_from"] = {"batches": self.resume.get("batches"), "position": self.resume.get("position")}
         if save_path and kept:

@@ -30,8 +30,9 @@ from fwe_cli.hostinfo import usable_cores
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.mix_file import refuse_mix
-from fwe_cli.loader.sources.holdout import Holdout, HoldoutPosition
-from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
+from fwe_cli.loader.sources.holdout import Holdout
+from fwe_cli.loader.sources.order import StreamOrder
+from fwe_cli.loader.sources.position import decode, encode
 from fwe_cli.loader.sources.spec import SourceSpec, held_out
 from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
@@ -107,18 +108,14 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
 
 
 
-def _next_document(text, saved: dict | None) -> dict | None:
-    """The `resume` of the document a shard starts with, as the manifest holds it, typed for the source `text` (a
-    manifest of an fwe before typed positions holds a plain list, which the source reads)."""
+def _next_document(text, saved: dict | None):
+    """The `resume` of the document a shard starts with (its cursor), as the manifest holds it, checked to be one of
+    the source `text`'s."""
     if saved is None:
         return None
-    at = saved.get("at")
-    return dict(saved, at=text.legacy_position(at)) if isinstance(at, list) else resume_from_json(saved)
-
-def _in_files(resume: dict | None) -> dict | None:
-    """A document's `resume` with its position in the source's files (under a held-out split: its child's)."""
-    at = (resume or {}).get("at")
-    return dict(resume, at=at.child) if isinstance(at, HoldoutPosition) else resume
+    cursor = decode(saved)
+    text.check_resume(cursor)
+    return cursor
 
 
 class _Run:
@@ -196,11 +193,7 @@ class _Run:
     def _span(self, text, span: int, start: dict | None) -> str:
         """Tokenize span `span` from document `start` (None: its first) into shards, the last one closed at its end;
         'interrupted' when `should_stop` said so."""
-        from fwe_cli.loader.sources.order import ordered
-
-        lo, hi = self.plan.spans[span]
-        docs = ordered(lambda epoch, at: text.documents(epoch, at, lambda files, _epoch: files[lo:hi]), Shard(),
-                       start=start)
+        docs = text.stream(StreamOrder(Shard(), 1, None, 1), start, self.plan.share(span))
         shards, limit = self.manifest["shards"], self.config.shard_tokens
         writer: ShardWriter | None = None
         try:
@@ -217,7 +210,7 @@ class _Run:
                         first, first_pos = i, position
                     position += n
                 writer.add(batch.tokens[first_pos:position], batch.lengths[first:])
-                self.done_bytes = self.plan.done_bytes(span, _in_files(batch.resumes[-1]))
+                self.done_bytes = self.plan.done_bytes(span, batch.resumes[-1])
                 if self.faults.active:
                     self.faults.reached("tokens-batch")
                 if self.should_stop():
@@ -244,7 +237,7 @@ class _Run:
         manifest["totals"] = totals(manifest["shards"])
         if following is not None:
             examples = text.bad.to_dict()["examples"][:bad_before]
-            following = dict(following, next=following["next"] and resume_to_json(following["next"]))
+            following = dict(following, next=following["next"] and encode(following["next"]))
             manifest["resume"] = {**following, "shards": len(manifest["shards"]),
                                   "bad_records": {"count": bad_before, "examples": examples}}
             write_manifest(self.layout, manifest, before_rename=lambda: self.faults.reached("manifest-tmp"))

@@ -25,6 +25,7 @@ from typing import Mapping
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.shard import slurm_shard
+from fwe_cli.loader.sources.deal import Share, Span
 from fwe_cli.tokens.layout import TASKS_DIR
 
 SPAN_SHARDS = 16  # a span holds about this many shards' worth of text bytes: its last, short shard is rare
@@ -76,7 +77,7 @@ def resolve_split(task: int | None, tasks: int | None, env: Mapping[str, str]) -
     array = slurm_shard(env, "--task/--tasks")
     if array is not None:
         return TaskSplit(array.rem, array.mod, "slurm-array")
-    from fwe_cli.loader.config import rank_from_env  # its parsing and messages, for torchrun's pair only
+    from fwe_cli.loader.shard import rank_from_env  # its parsing and messages, for torchrun's pair only
 
     launched = rank_from_env({var: env[var] for var in TORCHRUN if var in env})
     if launched is not None:
@@ -159,15 +160,21 @@ class SpanPlan:
             return 0, 0
         return self.spans[first][0], self.spans[end - 1][1]
 
-    def done_bytes(self, span: int, resume: dict | None) -> int:
-        """This task's source bytes before a document of `span` (its `resume`; None: the span's start). Progress
-        only: exact for plain JSONL/TXT, file-granular otherwise."""
+    def share(self, span: int) -> Share:
+        """What reads span `span`'s files whole, in order: the stretch of the source's unshuffled line they make
+        (a unit a file, its extent its bytes: fwe tokenize takes no row filter)."""
+        lo, hi = self.spans[span]
+        return Share(0, (Span(self._bytes(0, lo), self._bytes(0, hi)),))
+
+    def done_bytes(self, span: int, resume=None) -> int:
+        """This task's source bytes before a document of `span` (its `resume`, a cursor; None: the span's start).
+        Progress only: exact for plain JSONL/TXT, file-granular otherwise."""
         start = self._file_range(self.first, self.end)[0]
         lo = self.spans[span][0]
         done = self._bytes(start, lo)
-        at = (resume or {}).get("at")
+        at = resume.window.end_at if resume is not None else None
         if at is not None:
-            number, offset = lo + at.file, at.offset
+            number, offset = at.file, at.offset
             done += self._bytes(lo, number)
             if number < len(self.files) and self.files[number]["path"].endswith(_PLAIN):
                 done += min(offset, int(self.files[number]["bytes"]))

@@ -102,9 +102,9 @@ def run_loader(settings: dict, step_s: float, after_head: int | None, limit: int
 
 def shuffle_seed(files: int) -> int:
     """A seed whose first epoch reads a file the bootstrap does not hold (not the first) first."""
-    from fwe_cli.loader.sources.order import permuted
+    from fwe_cli.loader.sources.units import permutation
 
-    return next(seed for seed in range(1000) if permuted(list(range(files)), "files", seed, 0)[0] != 0)
+    return next(seed for seed in range(1000) if permutation(files, "units", seed, 0)[0] != 0)
 
 
 def unreachable_endpoint() -> str:

@@ -67,14 +67,14 @@ from fwe_cli.loader.sources.synthetic import SyntheticSource
 
 report, artifacts, stuck_at, *flags = sys.argv[1:]
 release = threading.Event()
-read, finish = SyntheticSource.documents, Run.finish
+read, finish = SyntheticSource.read, Run.finish
 
 
-def short_documents_one_stuck(self, epoch, at, order):
-    for index, (document, position) in enumerate(read(self, epoch, at, order)):
+def short_documents_one_stuck(self, pieces, at):
+    for index, (document, position, anchor) in enumerate(read(self, pieces, at)):
         if index == int(stuck_at):
             release.wait()
-        yield Document("one short document. " * 4, document.id), position
+        yield Document("one short document. " * 4, document.id), position, anchor
 
 
 def finish_then_release(self, code, result=None):
@@ -83,7 +83,7 @@ def finish_then_release(self, code, result=None):
     return ended
 
 
-SyntheticSource.documents, Run.finish = short_documents_one_stuck, finish_then_release
+SyntheticSource.read, Run.finish = short_documents_one_stuck, finish_then_release
 words = ["smoke", "--source", "synthetic", "--tokenizer", "byte", "--seq-len", "16", "--batch", "1", "--doc-batch", "1",
          "--tokenizer-threads", "1", "--q", "8", "--json", "--artifacts-dir", artifacts, *flags]
 result = CliRunner().invoke(app, words, catch_exceptions=False)

@@ -158,27 +158,40 @@ class Job:
         self.close()
 
 
-def stream_texts(root: str | os.PathLike, count: int) -> list[str]:
-    """The first `count` documents of the unsharded stream (the config's parquet files in sorted order, rows in
-    order), read from the server's files."""
+def share_texts(root: str | os.PathLike, world: int, rank: int, count: int | None = None) -> list[str]:
+    """The documents rank `rank` of `world` reads first, `count` of them (None: all): its stretch of the config's
+    parquet files laid end to end by their sizes (sources.units, sources.deal), each row where its place in its row
+    group's bytes falls, read from the server's files (the reader path is not used)."""
     import pyarrow.parquet as pq
 
+    from fwe_cli.loader.shard import Shard
+    from fwe_cli.loader.sources.deal import fresh
+    from fwe_cli.loader.sources.units import Layout, RowGroups, Unit
+
+    paths = sorted((Path(root) / "datasets" / DATASET_REPO / DATA_DIR).glob("*.parquet"))
+    layout = Layout.of([Unit(n, 0, path.stat().st_size) for n, path in enumerate(paths)])
+    (span,) = fresh(layout.total, Shard(world, rank))
     texts: list[str] = []
-    for path in sorted((Path(root) / "datasets" / DATASET_REPO / DATA_DIR).glob("*.parquet")):
-        texts += pq.read_table(path, columns=["text"]).column("text").to_pylist()
-        if len(texts) >= count:
+    for piece in layout.pieces(span.lo, span.hi):
+        path = paths[piece.file]
+        groups = RowGroups.of(pq.read_metadata(path), path.stat().st_size)
+        column = pq.read_table(path, columns=["text"]).column("text").to_pylist()
+        for group in range(len(groups.counts)):
+            first, end = groups.owned(group, piece.lo, piece.hi)
+            texts += column[groups.bases[group] + first:groups.bases[group] + end]
+        if count is not None and len(texts) >= count:
             break
-    return texts[:count]
+    return texts if count is None else texts[:count]
 
 
-def shard_problems(docs: list[str], complete: list[str], texts: list[str], rank: int, world: int) -> list[str]:
+def shard_problems(docs: list[str], complete: list[str], mine: list[str], rank: int) -> list[str]:
     """What is wrong with one rank's first batches, decoded (`docs`: the last may be cut; `complete`: without it):
-    they must be documents rank, rank + world, ... of the unsharded stream `texts`, in order."""
-    mine = texts[rank::world]
-    if not complete:
-        return [f"rank {rank}: no whole document in its batches"]
+    they must be its share's first documents `mine` (share_texts), in order (a share may begin with a document longer
+    than the batches: then they are its start)."""
+    if not docs:
+        return [f"rank {rank}: no document in its batches"]
     if complete != mine[:len(complete)]:
-        return [f"rank {rank}: documents {complete[:2]}... are not the stream's [{rank}::{world}]"]
+        return [f"rank {rank}: documents {complete[:2]}... are not its share's first"]
     if len(docs) > len(complete) and not mine[len(complete)].startswith(docs[-1]):
         return [f"rank {rank}: its last, cut document is not the start of its next one"]
     return []

@@ -14,7 +14,7 @@ import pytest
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.registry import register
 from fwe_cli.loader.sources.spec import SourceSpec
@@ -23,25 +23,33 @@ from fwe_cli.measure.smoke import SmokeRun, read_resume_state
 
 
 @dataclass(frozen=True, slots=True)
-class EveryOtherPosition(Position, name="test_every_other"):
-    """Just after a kept document: its child's position there (the child's next document is the one dropped)."""
+class EveryOtherCursor(Position, name="test_every_other"):
+    """A kept document: its child's cursor there (the child's next document is the one dropped)."""
 
     child: Position
 
 
 class EveryOther(Source):
-    """The child's documents 0, 2, 4, ...: a composite as a user would write one."""
+    """The child's documents 0, 2, 4, ... of each reader's stream: a composite as a user would write one."""
 
     children_allowed = (1, 1)
-    position_type = EveryOtherPosition
 
-    def documents(self, epoch: int, at: EveryOtherPosition | None,
-                  order: Order) -> Iterator[tuple[Document, EveryOtherPosition]]:
-        child = self.children[0]
-        first_kept = 0 if at is None else 1  # after a kept document comes one that is dropped
-        for i, (doc, after) in enumerate(child.documents(epoch, at.child if at else None, order)):
-            if i % 2 == first_kept % 2:
-                yield doc, EveryOtherPosition(after)
+    def stream(self, order, start: EveryOtherCursor | None, plan) -> Iterator[Document]:
+        docs = self.children[0].stream(order, start.child if start is not None else None, plan)
+        for i, doc in enumerate(docs):  # a stream resumed at a kept document yields it first: kept again
+            if i % 2 == 0:
+                doc.resume = EveryOtherCursor(doc.resume)
+                yield doc
+
+    def frontier(self, resume: EveryOtherCursor, delivered: int, tokens: int) -> Position:
+        return self.children[0].frontier(resume.child, delivered, tokens)
+
+    def plan_for(self, olds, readers) -> Position:
+        return self.children[0].plan_for(olds, readers)
+
+    def check_resume(self, resume) -> None:
+        if resume is not None:
+            self.children[0].check_resume(resume.child)
 
 
 register("test_every_other", EveryOther)
@@ -70,7 +78,7 @@ def test_smoke_saves_a_state_inside_the_composite_and_resumes_it_exactly(tmp_pat
     state = read_resume_state(str(tmp_path / "state.json"))
     assert state["matching"]["source"] == {"kind": "test_every_other",
                                            "children": [{"kind": "synthetic", "seed": 11, "where": None}]}
-    assert state["position"]["doc"]["at"]["type"] == "test_every_other"  # the composite's typed position
+    assert state["position"]["doc"]["type"] == "test_every_other"  # the composite's typed cursor
     resumed = LoaderConfig(source=SPEC, **dict(SHAPE, doc_batch=5, queue_depth=4))
     rest, failure = SmokeRun(resumed, state).finish(4, save_path=str(tmp_path / "rest.npz"))
     assert failure is None and rest["resumed_from"]["batches"] == 3

@@ -119,7 +119,7 @@ def test_states_that_are_not_one_world_of_one_run_are_refused_naming_what(corpus
     """A rank's state missing, a state saved with another seq_len, or a list mixing worlds: one ConfigError each,
     naming the shard ranks or the field."""
     _, states = _first_phase(corpus, [5, 5, 5, 5])
-    with pytest.raises(ConfigError, match="each rank 0..3 once"):
+    with pytest.raises(ConfigError, match="each reader 0..3 of one world once"):
         FineWebLoader(_config(corpus, 3, 0), state=states[:3] + [states[0]])
     other = resolve_config(env={}, local_path=str(corpus), tokenizer="byte", seq_len=2, batch_size=1, shard_mod=4,
                            shard_rem=1)

@@ -73,11 +73,11 @@ def test_hanging_source_raises_timeout_naming_stage(tmp_path, synthetic_jsonl, m
     """A source whose read blocks forever gives LoaderTimeout naming the stuck stage."""
     release = threading.Event()
 
-    def blocked_read(files, bad, strict, start=None, filtered=None):
+    def blocked_read(files, pieces, at, bad, strict, filtered=None):
         release.wait()  # a read that never returns (until the test lets it go, so the daemon thread can finish)
         yield from ()
 
-    monkeypatch.setattr("fwe_cli.loader.sources.file_sources.iter_local", blocked_read)
+    monkeypatch.setattr("fwe_cli.loader.sources.file_sources.read_local", blocked_read)
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), loader_timeout=0.5)
     loader = FineWebLoader(cfg)
     try:

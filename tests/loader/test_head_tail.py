@@ -27,7 +27,7 @@ from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.errors import SourceError
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap
-from fwe_cli.loader.sources.order import permuted
+from fwe_cli.loader.sources.units import permutation
 from tests.helpers import fwe_env, invoke, run_fwe
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.fixtures import HubRun
@@ -126,15 +126,16 @@ def test_the_bootstrap_records_where_in_the_hub_stream_it_stopped(head):
 
 def _shuffle_seed() -> int:
     """A seed whose first epoch reads a file the bootstrap does not hold before the one it holds."""
-    return next(seed for seed in range(100) if permuted([0, 1, 2], "files", seed, 0)[:2] == [1, 0])
+    return next(seed for seed in range(100) if list(permutation(3, "units", seed, 0)[:2]) == [1, 0])
 
 
-@pytest.mark.parametrize("settings", [{}, {"shard_mod": 3, "shard_rem": 1},
+@pytest.mark.parametrize("settings", [{}, {"shard_mod": 3, "shard_rem": 0},
                                       {"shuffle_seed": _shuffle_seed(), "shuffle_window": 64}],
-                         ids=["no-shard", "shard-1-of-3", "shuffled"])
+                         ids=["no-shard", "shard-0-of-3", "shuffled"])
 def test_head_then_tail_is_the_hub_stream_byte_for_byte(hub, head, settings):
     """--local-path BOOTSTRAP --tail hub, read until 20+ batches past the last head batch, gives the batches of
-    --source hub at the bootstrap's revision, byte for byte, with no shard, with a shard, and shuffled."""
+    --source hub at the bootstrap's revision, byte for byte, with no shard, as reader 0 of 3 (whose share holds the
+    bootstrap's rows), and shuffled."""
     revision = manifest_of(head)["revision"]
     got, stats = pull(tail_after_head=21, local_path=str(head), tail="hub", **settings)
     parts = stats["parts"]

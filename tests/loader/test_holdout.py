@@ -117,8 +117,8 @@ def test_the_held_out_batches_are_the_same_for_other_q_doc_batch_and_threads(doc
 
 
 def test_smoke_saves_a_state_inside_the_split_and_resumes_it_exactly(docs, tmp_path):
-    """fwe smoke's Python path over the training side: 3 batches and a saved state (its position typed 'holdout',
-    holding its child's), then a run resumed from it with another doc batch and Q gives the next 4 batches of an
+    """fwe smoke's Python path over the training side: 3 batches and a saved state (its position its child's cursor),
+    then a run resumed from it with another doc batch and Q gives the next 4 batches of an
     uninterrupted 7-batch run; the result's source record counts what the split kept and removed."""
     cfg = config(docs, "train", shuffle_seed=1, shuffle_window=8)
     whole, failure = SmokeRun(cfg).finish(7, save_path=str(tmp_path / "whole.npz"))
@@ -128,8 +128,8 @@ def test_smoke_saves_a_state_inside_the_split_and_resumes_it_exactly(docs, tmp_p
     first, failure = SmokeRun(cfg).finish(3, save_state=str(tmp_path / "state.json"))
     assert failure is None
     state = read_resume_state(str(tmp_path / "state.json"))
-    assert state["position"]["doc"]["at"]["type"] == "holdout"
-    assert state["position"]["doc"]["at"]["child"]["type"] == "file"
+    assert state["position"]["doc"]["type"] == "cursor"  # the split's cursor is its child's
+    assert state["position"]["doc"]["window"]["end_at"]["type"] == "file"
     resumed = config(docs, "train", shuffle_seed=1, shuffle_window=8, doc_batch=5, queue_depth=4)
     rest, failure = SmokeRun(resumed, state).finish(4, save_path=str(tmp_path / "rest.npz"))
     assert failure is None and rest["resumed_from"]["batches"] == 3

@@ -11,7 +11,9 @@ import pytest
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.sources.hub_data_files import match_files, pattern_regex, split_patterns
 from fwe_cli.loader.sources.hub_listing import resolve_listing
+from fwe_cli.loader.sources.hub_footers import hub_units
 from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
+from fwe_cli.loader.sources.units import Layout
 from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE, column_span
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
 
@@ -67,12 +69,18 @@ def test_an_unknown_config_or_split_is_named(hub_env):
         resolve_listing(DATASET_REPO, CONFIG_NAME, "test")
 
 
+def whole(listing) -> list:
+    """The pieces of every file of a listing, in order: what one reader of the whole stream reads."""
+    layout = Layout.of(hub_units(listing, None, None))
+    return layout.pieces(0, layout.total)
+
+
 def test_reader_yields_every_row_in_file_order_reading_only_the_wanted_columns(hub_env, hubsim_root):
     """Row groups come back in file order with the rows pyarrow reads from the files themselves, and every data
     request is a Range read: the footer, then one span per row group holding only `text` and `id`."""
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
     hub_env.new_log("read")
-    got = [row for row, _after in iter_rows(HubParquetReader(listing))]
+    got = [row for row, _after, _anchor in iter_rows(HubParquetReader(listing, whole(listing)))]
     want = [row for path in _repo_files(hubsim_root) for row in pq.read_table(path, columns=["text", "id"]).to_pylist()]
     assert got == want
     want_ranges = Counter()
@@ -90,7 +98,7 @@ def test_reader_yields_every_row_in_file_order_reading_only_the_wanted_columns(h
 def test_closing_the_reader_early_stops_the_read_ahead_thread(hub_env):
     """Leaving the iteration after one row group ends the background thread (no read is waited on afterwards)."""
     listing = resolve_listing(DATASET_REPO, CONFIG_NAME, SPLIT)
-    reader = HubParquetReader(listing, read_ahead=1)
+    reader = HubParquetReader(listing, whole(listing), read_ahead=1)
     iterator = iter(reader)
     assert len(next(iterator)[2]["text"]) > 0
     iterator.close()

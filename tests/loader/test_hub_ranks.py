@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.hubsim.ranks import Job, burst_faults, shard_problems, stream_texts
+from tests.hubsim.ranks import Job, burst_faults, shard_problems, share_texts
 from tests.rank_train import decode_documents
 
 NODES, RANKS_PER_NODE = 2, 3
@@ -59,17 +59,17 @@ def test_a_warm_start_checks_the_branch_once_per_node(runs):
 
 
 def test_every_rank_reads_its_own_shard_of_the_stream(runs):
-    """Each rank's first batches hold documents rank, rank + 6, ... of the unsharded stream (what one process reads),
-    in order: shards are disjoint and together are the stream's first documents; the commit read is the same."""
+    """Each rank's first batches hold the first documents of its own stretch of the Hub files (dealt by their bytes
+    before anything is read), in order: shards are disjoint; the commit read is the same."""
     _ok(runs.cold)
     world = NODES * RANKS_PER_NODE
-    texts = stream_texts(runs.root, 2000)
     problems, seen = [], []
     for rank in runs.cold.ranks:
         with np.load(rank.batches) as saved:
             batches = saved["batches"]
         complete = decode_documents(batches, complete_only=True)
-        problems += shard_problems(decode_documents(batches), complete, texts, rank.rank, world)
+        mine = share_texts(runs.root, world, rank.rank, len(complete) + 1)
+        problems += shard_problems(decode_documents(batches), complete, mine, rank.rank)
         seen.append(set(complete))
     assert problems == []
     assert sum(len(s) for s in seen) == len(set().union(*seen))

@@ -3,13 +3,14 @@ fatal (error) for both, and good rows keep their order, ids and shard, whichever
 
 import pytest
 
-from fwe_cli.errors import SourceError
+from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader import resolve_config
 from fwe_cli.loader.config import Shard
 from fwe_cli.loader.sources.hub_native import HubNative
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.sources.units import Unit
 
 ROWS = [
     {"text": "zero", "id": "a"},
@@ -32,9 +33,14 @@ def fake_hub(monkeypatch, request):
                         lambda dataset, name, split, revision=None, all_columns=False, where=None: iter(ROWS))
     monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "c" * 40)
     monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
-    monkeypatch.setattr(HubNative, "documents", lambda self, epoch, at, order: hub_native.iter_hub(
-        ((row, hub_native.HubRowPosition(0, 0, n)) for n, row in enumerate(ROWS, start=1)), self.spec.options.dataset,
-        self.bad, self.options.strict))
+    monkeypatch.setattr(HubNative, "units", lambda self: [Unit(0, 0, len(ROWS))])  # a row a coordinate
+
+    def read(self, pieces, at):
+        rows = ((row, hub_native.HubRowPosition(0, 0, n), piece.on_line(n - 1))
+                for piece in pieces for n, row in enumerate(ROWS, start=1) if piece.lo <= n - 1 < piece.hi)
+        return hub_native.iter_hub(rows, self.spec.options.dataset, self.bad, self.options.strict)
+
+    monkeypatch.setattr(HubNative, "read", read)
     return request.param
 
 
@@ -59,12 +65,16 @@ def test_loader_hub_bad_row_is_fatal_in_error_mode(fake_hub):
         list(DocumentStream(hub_config(fake_hub, bad_records="error")))
 
 
-def test_loader_and_bootstrap_read_the_same_hub_shard(fake_hub):
-    """Shard 1 of 2 holds the same good rows whether the loader or bootstrap reads the Hub, with the same bad count."""
-    loader = DocumentStream(hub_config(fake_hub, shard_mod=2, shard_rem=1))
-    loader_texts = [d.text for d in loader]
+def test_two_readers_of_the_hub_hold_its_good_rows_once_and_bootstrap_shards_by_record(fake_hub):
+    """Reader 1 of 2 of the native reader holds the second half of the rows (its share of the units), the two
+    readers together every good row in order; the datasets reader, which streams the whole dataset, refuses a second
+    reader naming the native one. Bootstrap's shard 1 of 2 holds the odd good records, the bad ones counted."""
+    if fake_hub == "datasets":
+        with pytest.raises(ConfigError, match="--hub-reader native"):
+            hub_config(fake_hub, shard_mod=2, shard_rem=1)
+    else:
+        readers = [[d.text for d in DocumentStream(hub_config(fake_hub, shard_mod=2, shard_rem=r))] for r in (0, 1)]
+        assert readers == [["zero", "two"], ["four", "five"]]
     records = open_source(SourceSpec.of("hub", dataset="org/ds", hub_reader="datasets"), ReadOptions()).records(Shard(2, 1))
-    record_texts = [record["text"] for record, _line in records]
-    assert loader_texts == record_texts == ["two", "five"]
-    assert loader.bad.to_dict() == records.bad.to_dict()
-    assert records.position()["rows"] == 6
+    assert [record["text"] for record, _line in records] == ["two", "five"]
+    assert records.bad.count == 2 and records.position()["rows"] == 6

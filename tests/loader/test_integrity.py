@@ -43,7 +43,7 @@ def test_an_unchanged_file_still_resumes(tmp_path):
     docs = write_jsonl(tmp_path / "docs.jsonl", [synthetic_record(1, i) for i in range(40)])
     state = tmp_path / "state.json"
     assert _smoke("--local-path", str(docs), "--batches", "2", "--save-state", str(state), tmp=tmp_path).exit_code == 0
-    assert orjson.loads(state.read_bytes())["source_files"]["files"][0]["path"] == str(docs.resolve())
+    assert orjson.loads(state.read_bytes())["source_files"]["files"]["count"] == 1
     assert _smoke("--local-path", str(docs), "--resume-state", str(state), tmp=tmp_path).exit_code == 0
 
 

@@ -156,16 +156,17 @@ def test_a_toml_mix_and_the_variable_name_the_same_mix(tmp_path):
 
 
 
-def _consumed(loader, batches: int | None = None) -> tuple[dict[tuple[int, int], int], tuple[int, int] | None]:
-    """((child, its document) -> tokens of it this rank delivered, the last such document) from batches of 4
-    tokens, `batches` of them or to the end: each document of 5 tokens or more holds a batch's end, so the document
-    each batch ended in names every one, and one the batches have moved past was delivered whole."""
+def _consumed(loader, index: dict, batches: int | None = None):
+    """((child, its document) -> tokens of it this reader delivered, the last such document) from batches of one
+    token, `batches` of them or to the end: every token ends a batch, so the document each batch ended in names every
+    one, and one the batches have moved past was delivered whole. `index`: (child, byte offset after a line) -> the
+    line's number in its file."""
     seen: dict[tuple[int, int], int] = {}
     last = None
     for n, _ in enumerate(loader, start=1):
-        doc, delivered, tokens = loader.pipeline.recent.frontier_document(loader._position)
-        c, cursor = doc.child
-        key = (c, cursor.index + cursor.k)
+        cursor, delivered, tokens = loader.pipeline.recent.ended(loader._position)
+        c, after = cursor.child, cursor.at.window.end_at
+        key = (c, index[c, after.offset])
         if last is not None and key != last[0]:
             seen[last[0]] = last[1]  # moved past: whole
         seen[key] = delivered
@@ -185,20 +186,26 @@ def test_a_mix_saved_on_2_ranks_resumes_on_3_with_every_document_once(tmp_path, 
     a = write_jsonl(tmp_path / "a.jsonl", [{"text": "a" * n} for n in lengths[0]])
     b = write_jsonl(tmp_path / "b.jsonl", [{"text": "b" * n} for n in lengths[1]])
     path = mix_file(tmp_path, {"weight": 1, "local_path": str(a)}, {"weight": 1, "local_path": str(b)}, by=by)
-    shape = dict(tokenizer="byte", seq_len=4, batch_size=1, doc_batch=3)
+    index = {}
+    for c, file in enumerate((a, b)):
+        end = 0
+        for i, line in enumerate(open(file, "rb")):
+            end += len(line)
+            index[c, end] = i
+    shape = dict(tokenizer="byte", seq_len=1, batch_size=1, doc_batch=3)
     delivered: dict[tuple[int, int], int] = {}
     states = []
     ends = set()  # each new rank's last document: the final partial batch is never emitted
     for rem in range(2):
         with FineWebLoader(resolve_config(env={}, mix=path, shard_mod=2, shard_rem=rem, **shape)) as loader:
-            seen, _ = _consumed(loader, 61 + 40 * rem)
+            seen, _ = _consumed(loader, index, 243 + 160 * rem)
             states.append(orjson.loads(orjson.dumps(loader.state_dict())))
         for key, n in seen.items():
             delivered[key] = delivered.get(key, 0) + n
     for rem in range(3):
         with FineWebLoader(resolve_config(env={}, mix=path, shard_mod=3, shard_rem=rem, **shape),
                            state=states) as loader:
-            seen, last = _consumed(loader)
+            seen, last = _consumed(loader, index)
         ends.add(last)
         for key, n in seen.items():
             delivered[key] = delivered.get(key, 0) + n

@@ -15,14 +15,14 @@ import orjson
 import pytest
 
 from tests.helpers import REPO_ROOT, fwe_env, invoke, write_jsonl
-from tests.hubsim.ranks import metadata, shard_problems, stream_texts
+from tests.hubsim.ranks import metadata, shard_problems, share_texts
 from tests.hubsim.server import HubServer
 from tests.rank_train import decode_documents
 
 TORCHRUN_TIMEOUT_S = 300  # a bound on a hung rendezvous or collective, not an expected duration
 DOCS = [f"rank test document {i:04d}" for i in range(64)]  # unique, 23 bytes + separator = 24 tokens each
 SEQ_LEN, BATCH = 32, 3  # 96 tokens a batch: each rank's 32 documents are exactly 8 batches, none left unemitted
-SHUFFLE_SEED = 7  # the shuffled pass: each rank takes every other document of this seed's permutation
+SHUFFLE_SEED = 7  # the shuffled pass: each rank reads its share of this seed's permuted units, in shuffled windows
 RANKS = 2  # rank 1 alone shows rank 0's listing broadcast: without it, the job would send twice the Hub requests
 
 
@@ -94,7 +94,7 @@ def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(job):
     for r, report in enumerate(reports):
         assert report["shard"] == [2, r] and report["shard_from"] == "torchrun" and report["heartbeat_rank"] == r
         assert report["in_sync"] and report["steps"] == reports[0]["steps"] > 0
-        assert report["docs"] == DOCS[r::2]  # doc i goes to rank i % 2, in file order
+        assert report["docs"] == DOCS[32 * r:32 * (r + 1)]  # the file's first half to rank 0, in order: equal lines
         assert (out / f"heartbeat_rank{r}.jsonl").is_file()
     seen = [set(report["docs"]) for report in reports]
     assert seen[0].isdisjoint(seen[1])
@@ -102,18 +102,18 @@ def test_torchrun_training_loop_ranks_read_disjoint_documents_covering_all(job):
 
 
 def test_torchrun_training_loop_with_shuffle_splits_one_permutation(job):
-    """With a shuffle seed, the two torchrun ranks read disjoint documents covering all of them, each taking every
-    other document of the same seeded permutation (what one process with that seed reads)."""
+    """With a shuffle seed, the two torchrun ranks read disjoint documents covering all of them, each its share of
+    the epoch's permuted units in shuffled windows (what one process as that reader reads)."""
     from fwe_cli.loader import resolve_config
+    from fwe_cli.loader.shard import Shard
     from fwe_cli.loader.sources.stream import DocumentStream
 
     out = job / "out" / "shuffled"
-    permutation = [d.text for d in DocumentStream(resolve_config(env={}, local_path=str(job / "docs.jsonl"),
-                                                                 shuffle_seed=SHUFFLE_SEED, shuffle_window=16))]
-    assert sorted(permutation) == sorted(DOCS) and permutation != DOCS
+    config = resolve_config(env={}, local_path=str(job / "docs.jsonl"), shuffle_seed=SHUFFLE_SEED, shuffle_window=16)
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for r, report in enumerate(reports):
-        assert report["docs"] == permutation[r::2]
+        mine = [d.text for d in DocumentStream(config.replace(shard=Shard(2, r)))]
+        assert report["docs"] == mine and mine != sorted(mine)
     assert set(reports[0]["docs"]).isdisjoint(reports[1]["docs"])
     assert set(reports[0]["docs"]) | set(reports[1]["docs"]) == set(DOCS)
 
@@ -128,7 +128,7 @@ def test_torchrun_smoke_ranks_save_disjoint_documents(job):
         assert ran["returncode"] == 0, ran["stderr"]
         with np.load(job / f"out_{r}.npz") as saved:
             docs = decode_documents(saved["batches"])
-        assert docs == DOCS[r::2]
+        assert docs == DOCS[32 * r:32 * (r + 1)]
         seen.append(set(docs))
     assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(DOCS)
     artifacts = [orjson.loads(p.read_bytes()) for p in (job / "art" / "smoke").glob("*.json")]
@@ -145,9 +145,9 @@ def test_a_torch_distributed_job_asks_for_the_listing_once_in_all(job, hubsim_ro
     warm = [r for r in records if r["endpoint"].startswith("HEAD /datasets/")]
     assert len(cold) <= 2 and len(warm) <= 1 and metadata(records) == len(cold) + len(warm), records
     reports = [json.loads((job / "out" / "hub" / f"rank{r}.json").read_text()) for r in range(RANKS)]
-    texts = stream_texts(hubsim_root, 2000)
     for report in reports:
         assert report["shard"] == [RANKS, report["rank"]]
+        mine = share_texts(hubsim_root, RANKS, report["rank"], 200)
         for opened in report["opens"]:
             assert (opened["revision"], opened["files"]) == (reports[0]["opens"][0]["revision"], 2)
-            assert shard_problems(opened["docs"], opened["complete"], texts, report["rank"], RANKS) == []
+            assert shard_problems(opened["docs"], opened["complete"], mine, report["rank"]) == []

@@ -128,7 +128,8 @@ def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
 
     assert_resumes(make, n=30, k=17)
     _, state = pull(make(**FIRST), 3)
-    assert len(state["matching"]["source"]["revision"]) == 40 and state["position"]["doc"]["at"] is not None
+    assert len(state["matching"]["source"]["revision"]) == 40
+    assert state["position"]["doc"]["window"]["end_at"]["type"] == "hub_row"
 
 
 def test_state_refuses_other_settings_naming_them(local_files):
@@ -184,10 +185,10 @@ def test_resumed_stream_reads_from_its_position_not_the_start(local_files, monke
                               batch_size=4, **kw)
 
     _, state = pull(make(**FIRST), 150)
-    assert state["position"]["doc"]["index"] >= 150  # inside b.jsonl (documents 120-239)
+    assert state["position"]["doc"]["window"]["end_at"]["file"] == 1  # inside b.jsonl (documents 120-239)
     reads, read_lines = [], local.read_lines
-    monkeypatch.setattr(local, "read_lines", lambda path, start=0, lineno=0: (reads.append((path, start)),
-                                                                            read_lines(path, start, lineno))[1])
+    monkeypatch.setattr(local, "read_lines", lambda path, start=0, *args: (reads.append((path, start)),
+                                                                         read_lines(path, start, *args))[1])
     resumed, _ = pull(make(**SECOND), 1, state)
     assert resumed and reads and all(path.endswith("b.jsonl") and start > 0 for path, start in reads)
 

@@ -200,14 +200,14 @@ def test_a_source_slow_in_its_read_takes_the_wait(tmp_path, monkeypatch):
     """Each document read takes a slow step of the stages' clock (PacedClock): source_read holds >= 90 % of the waits
     after the first batch."""
     clock = PacedClock(monkeypatch)
-    read = SyntheticSource.documents
+    read = SyntheticSource.read
 
-    def slow_documents(self, epoch, at, order):
-        for item in read(self, epoch, at, order):
+    def slow_read(self, pieces, at):
+        for item in read(self, pieces, at):
             clock.slow_step("source_read")
             yield item
 
-    monkeypatch.setattr(SyntheticSource, "documents", slow_documents)
+    monkeypatch.setattr(SyntheticSource, "read", slow_read)
     stats, fetches = _pull(tmp_path, 30, pulled=clock.stop, tokenizer_threads=1)
     _check_sums(stats, fetches)
     assert stats["stall_by_stage_s"].get("source_read", 0) >= PacedClock.STEP_S  # a later batch read one

@@ -1,13 +1,12 @@
-"""The batch stream is exactly tokenizer(doc0) + sep + tokenizer(doc1) + sep + ..., in shard order, and does not
-depend on prefetch, doc batch, queue depth or tokenizer threads."""
+"""The batch stream is exactly tokenizer(doc0) + sep + tokenizer(doc1) + sep + ..., in the reader's order, and does not
+depend on prefetch, doc batch, queue depth or tokenizer threads; readers split the stream into contiguous shares."""
 
 import numpy as np
 import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
+from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.bad_records import BadRecords
-from fwe_cli.loader.sources.local import iter_local
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
 
@@ -41,12 +40,12 @@ def test_gpt2_tokenizer_matches_reference_ids(gpt2_tokenizer_json):
 
 @pytest.mark.parametrize("shard", [(1, 0), (3, 2)])
 def test_stream_is_concatenation_of_documents_in_shard_order(tokenizer_spec, synthetic_jsonl, shard):
-    """Flattened batches == encode(doc_i) + [eos] for the shard's docs, in order (local JSONL source)."""
+    """Flattened batches == encode(doc_i) + [eos] for the reader's docs, in order (local JSONL source)."""
     mod, rem = shard
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), tokenizer=tokenizer_spec, seq_len=128,
                          batch_size=4, doc_batch=5, shard_mod=mod, shard_rem=rem)
     batches = pull(cfg, 6)
-    docs = [d for i, (d, _) in enumerate(iter_local([str(synthetic_jsonl)], BadRecords(), False)) if i % mod == rem]
+    docs = list(DocumentStream(cfg))
     expect = expected_stream(docs, load_tokenizer(tokenizer_spec), batches.size)
     assert np.array_equal(batches.reshape(-1), expect)
 
@@ -74,32 +73,31 @@ def test_batches_identical_across_prefetch_doc_batch_queue_and_threads(tokenizer
 
 
 def test_shards_partition_the_stream(synthetic_jsonl):
-    """Shards 0..3 of mod 4 together hold every document of the unsharded stream exactly once."""
+    """Readers 0..3 of 4 each hold a contiguous stretch of the unsharded stream, and together every document of it
+    exactly once, in order."""
     base = resolve_config(env={}, local_path=str(synthetic_jsonl))
     whole = [d.id for d in DocumentStream(base)]
-    parts = [[d.id for d in DocumentStream(base.replace(shard=base.shard.__class__(4, r)))] for r in range(4)]
-    assert sorted(sum(parts, [])) == sorted(whole)
-    assert len(set(sum(parts, []))) == len(whole) == 200
-    assert parts[1] == whole[1::4]
+    parts = [[d.id for d in DocumentStream(base.replace(shard=Shard(4, r)))] for r in range(4)]
+    assert sum(parts, []) == whole and len(whole) == 200
+    assert all(40 <= len(part) <= 60 for part in parts)  # about a quarter of the bytes each
 
 
 def test_synthetic_shards_partition_the_stream():
-    """The synthetic stream split four ways gives shard r documents r, r+4, ...: a partition of the whole stream."""
+    """The synthetic stream split four ways gives reader r the records from r/4 of its epoch on: disjoint, each in
+    the order of the whole stream."""
     from itertools import islice
 
-    from fwe_cli.loader.config import Shard, resolve_config
+    from fwe_cli.loader.sources.synthetic import EPOCH_RECORDS, _id
 
     base = resolve_config(env={}, source="synthetic", seed=3)
-    whole = [d.id for d in islice(DocumentStream(base), 40)]
     parts = [[d.id for d in islice(DocumentStream(base.replace(shard=Shard(4, r))), 10)] for r in range(4)]
-    assert sorted(sum(parts, [])) == sorted(whole)
-    assert parts[2] == whole[2::4]
+    assert parts == [[_id(3, r * EPOCH_RECORDS // 4 + i) for i in range(10)] for r in range(4)]
 
 
 def test_nothing_dropped_but_final_partial_batch(synthetic_jsonl):
     """Over a finite file, emitted tokens == all tokens minus (total % batch tokens): nothing lost mid-stream."""
     tok = load_tokenizer("byte")
-    docs = [d for d, _ in iter_local([str(synthetic_jsonl)], BadRecords(), False)]
+    docs = list(DocumentStream(resolve_config(env={}, local_path=str(synthetic_jsonl))))
     total = sum(len(d.text.encode()) + 1 for d in docs)
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), tokenizer="byte", seq_len=500, batch_size=3)
     with FineWebLoader(cfg) as loader:
@@ -110,8 +108,8 @@ def test_nothing_dropped_but_final_partial_batch(synthetic_jsonl):
 
 
 def test_a_synthetic_shard_generates_only_its_own_documents(monkeypatch):
-    """Shard 1 of 4 of the synthetic stream makes the text of its own documents only (a quarter of those it passes
-    over), so N ranks share the generation work instead of each doing all of it."""
+    """Reader 1 of 4 of the synthetic stream makes the text of its own documents only, so N ranks share the
+    generation work instead of each doing all of it."""
     from itertools import islice
 
     from fwe_cli.loader.config import resolve_config
@@ -122,4 +120,5 @@ def test_a_synthetic_shard_generates_only_its_own_documents(monkeypatch):
     monkeypatch.setattr(synthetic, "_text_of", lambda seed, index: made.append(index) or original(seed, index))
     docs = [d.text for d in islice(DocumentStream(resolve_config(env={}, source="synthetic", shard_mod=4,
                                                                  shard_rem=1)), 10)]
-    assert len(docs) == 10 and made == list(range(1, 40, 4))
+    first = synthetic.EPOCH_RECORDS // 4
+    assert len(docs) == 10 and made == list(range(first, first + 10))

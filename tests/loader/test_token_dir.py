@@ -14,6 +14,7 @@ import fwe_cli.loader.pipeline as pipeline
 from fwe_cli.errors import ConfigError, InputError, SourceError
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.shard import Shard
 from tests.helpers import invoke, write_jsonl
 from fwe_cli.loader.sources.stream import DocumentStream
 from tests.loader.token_dirs import write_token_dir
@@ -43,19 +44,40 @@ def batches(path, **settings):
         return [np.array(b) for b in loader], loader.stats()
 
 
-@pytest.mark.parametrize("name", SETTINGS)
 @pytest.mark.parametrize("tokenizer", ["byte", "gpt2"])
-def test_token_dir_batches_equal_the_text_paths(data, tokenizer, name, monkeypatch):
-    """Same documents, same settings (in order; shard 1 of 3; a shuffle seed over 2 epochs): the token directory
-    gives the text path's batches exactly, to the last full batch, and loads no tokenizer."""
-    settings = SETTINGS[name]
-    text, _ = batches(data / "text", tokenizer=tokenizer, **settings)
+def test_token_dir_batches_equal_the_text_paths_in_order(data, tokenizer, monkeypatch):
+    """Same documents read in order: the token directory gives the text path's batches exactly, to the last full
+    batch, and loads no tokenizer."""
+    text, _ = batches(data / "text", tokenizer=tokenizer)
     monkeypatch.setattr(pipeline, "load_tokenizer", lambda *a, **k: pytest.fail("the tokenizer was loaded"))
-    tokens, stats = batches(data / tokenizer, tokenizer=tokenizer, **settings)
+    tokens, stats = batches(data / tokenizer, tokenizer=tokenizer)
     assert len(text) > 10 and len(tokens) == len(text)
     for i, (a, b) in enumerate(zip(text, tokens)):
         assert b.dtype == np.int32 and np.array_equal(a, b), f"batch {i} differs"
     assert stats["tokenizer"]["backend"] == "token-shards" and stats["source"]["format"] == "fwe-tokens/1"
+
+
+@pytest.mark.parametrize("name", [name for name in SETTINGS if name != "in order"])
+def test_token_dir_readers_and_epochs_hold_every_document_once(data, name, monkeypatch):
+    """Dealt to 3 readers, or shuffled over 2 epochs: each reader's documents are the shards' own (dealt by where
+    their tokens lie), the readers' together every document once, each shuffled epoch every document once; the same
+    on a second run, and no tokenizer is loaded."""
+    monkeypatch.setattr(pipeline, "load_tokenizer", lambda *a, **k: pytest.fail("the tokenizer was loaded"))
+    settings = SETTINGS[name]
+    readers = settings.get("shard_mod", 1)
+    config = resolve_config(env={}, local_path=str(data / "byte"), **{k: v for k, v in settings.items()
+                                                                      if not k.startswith("shard")})
+    streams = [[d.id for d in DocumentStream(config.replace(shard=Shard(readers, r)))] for r in range(readers)]
+    shards = sorted(map(str, (data / "byte").glob("*.bin")))
+    every = [f"{path}#{i}" for n, path in enumerate(shards) for i in range(min(DOCS_PER_SHARD, 240 - n * DOCS_PER_SHARD))]
+    assert all(streams)
+    if readers > 1:
+        assert sorted(sum(streams, [])) == sorted(every)
+    else:
+        epochs = [streams[0][e * len(every):(e + 1) * len(every)] for e in range(settings["epochs"])]
+        assert all(sorted(epoch) == sorted(every) for epoch in epochs) and epochs[0] != epochs[1] != every
+    assert streams == [[d.id for d in DocumentStream(config.replace(shard=Shard(readers, r)))]
+                       for r in range(readers)]
 
 
 def test_tokenizer_defaults_to_the_manifests_and_smoke_passes(data, tmp_path):

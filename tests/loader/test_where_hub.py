@@ -20,7 +20,7 @@ from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, read_whole
 from tests.hubsim.repos import DATASET_REPO, SCORED_CONFIG, SCORED_DIR
 from tests.loader.test_resume import assert_resumes, pull
 
@@ -40,7 +40,7 @@ def _read(spec: SourceSpec, hub_cache: bool = False, at=None):
     source = open_source(spec, ReadOptions(hub_cache=hub_cache))
     source.open(lambda stage: None)
     try:
-        docs = [(doc.text, doc.id, after) for doc, after in source.documents(0, at, lambda files, epoch: files)]
+        docs = [(doc.text, doc.id, after) for doc, after in read_whole(source, at)]
     finally:
         source.close()
     return source, docs
@@ -111,16 +111,17 @@ def test_a_filter_of_two_columns_and_a_string(hub_env, hubsim_root):
 
 
 def test_every_position_inside_the_filtered_stream_resumes_exactly(hub_env):
-    """Opened at the position after any document (the last of a row group before a skipped one included), the
-    source yields exactly the documents that followed it: positions count rows as read, and skipped row groups are
-    skipped again."""
+    """Opened at the cursor of any document (the first of a row group after a skipped one included), the source
+    yields exactly that document and those that followed it: positions count rows as read, and skipped row groups
+    are skipped again."""
     _, docs = _read(_spec())
-    boundaries = [k for k in range(len(docs) - 1) if docs[k][2].group != docs[k + 1][2].group
-                  or docs[k][2].file != docs[k + 1][2].file]
+    ends = [cursor.window.end_at for _, _, cursor in docs]
+    boundaries = [k for k in range(1, len(docs)) if ends[k - 1].group != ends[k].group
+                  or ends[k - 1].file != ends[k].file]
     assert boundaries
-    for k in sorted({*boundaries, *range(0, len(docs) - 1, 23), len(docs) - 2}):
+    for k in sorted({*boundaries, *range(0, len(docs) - 1, 23), len(docs) - 1}):
         _, rest = _read(_spec(), at=docs[k][2])
-        assert rest == docs[k + 1:], k
+        assert rest == docs[k:], k
 
 
 def test_a_filtered_hub_stream_resumes_exactly_through_the_loader(hub_env):

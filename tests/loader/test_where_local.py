@@ -16,7 +16,7 @@ from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.sources.synthetic import synthetic_record
-from tests.helpers import write_jsonl
+from tests.helpers import write_jsonl, read_whole
 from tests.hubsim.repos import SCHEMA, scored_row_group
 from tests.loader.test_resume import assert_resumes
 from tests.loader.token_dirs import write_token_dir
@@ -47,7 +47,7 @@ def scored(tmp_path_factory):
 def _read(path, where: str | None = WHERE, at=None):
     source = open_source(SourceSpec.of("local", local_path=str(path), where=where), ReadOptions())
     source.open(lambda stage: None)
-    return source, [(doc.text, doc.id, after) for doc, after in source.documents(0, at, lambda files, epoch: files)]
+    return source, [(doc.text, doc.id, after) for doc, after in read_whole(source, at)]
 
 
 def test_jsonl_keeps_what_pythons_own_filter_keeps(scored):
@@ -88,11 +88,11 @@ def test_parquet_keeps_pyarrows_rows_and_reads_no_ruled_out_row_group(scored, tm
 
 @pytest.mark.parametrize("name", ["jsonl", "rows.parquet"])
 def test_every_position_inside_a_filtered_stream_resumes_exactly(scored, name):
-    """Opened at the position after any document, the source yields exactly the documents that followed it."""
+    """Opened at the cursor of any document, the source yields exactly that document and those that followed it."""
     folder, _ = scored
     _, docs = _read(folder / name)
     for k in range(len(docs) - 1):
-        assert _read(folder / name, at=docs[k][2])[1] == docs[k + 1:], k
+        assert _read(folder / name, at=docs[k][2])[1] == docs[k:], k
 
 
 @pytest.mark.parametrize("name", ["jsonl", "rows.parquet"])
@@ -112,7 +112,7 @@ def test_a_filtered_local_stream_resumes_exactly_through_the_loader(scored, name
 def test_the_synthetic_source_keeps_its_passing_records_and_resumes_exactly():
     """--source synthetic --where yields the passing records of the stream, and resumes exactly, also sharded."""
     source = open_source(SourceSpec.of("synthetic", seed=2, where=WHERE), ReadOptions())
-    docs = [(doc.text, doc.id) for (doc, _after), _ in zip(source.documents(0, None, None), range(40))]
+    docs = [(doc.text, doc.id) for (doc, _after), _ in zip(read_whole(source), range(40))]
     want = [(r["text"], r["id"]) for r in (synthetic_record(2, i) for i in range(400)) if passes(r)][:40]
     assert docs == want
     make = lambda **kw: resolve_config(env={}, source="synthetic", seed=2, where=WHERE, tokenizer="byte",  # noqa

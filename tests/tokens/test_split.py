@@ -7,6 +7,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.sources.local import FilePosition
+from fwe_cli.loader.sources.order import Cursor, Window
 from fwe_cli.tokens.run import tokenize_config
 from fwe_cli.tokens.split import SpanPlan, TaskSplit, file_spans, resolve_split, task_spans, task_threads
 
@@ -50,7 +51,8 @@ def test_the_plan_records_the_split_and_counts_progress_in_the_tasks_bytes():
                                                       "span_count": 6, "spans": [2, 4]}
     assert plan.task_bytes == 40_000
     assert plan.done_bytes(2, None) == 0
-    assert plan.done_bytes(3, {"at": FilePosition(0, 40, 3)}) == 20_040
+    after = FilePosition(plan.spans[3][0], 40, 3)  # 40 bytes into span 3's first file: a document's end there
+    assert plan.done_bytes(3, Cursor(0, 0, Window(0, None, 1, 0, after), 0)) == 20_040
 
 
 @pytest.mark.parametrize("env, flags, want", [

@@ -2,10 +2,12 @@
 capability a source may have declared here with its default, so the pipeline asks and never probes.
 
 A source is opened inside the loader's producer (`open`: listing files, the Hub handshake), so its cost is part of
-the first batch and a hang there is caught by the loader's timeout. It then yields the whole stream's documents of
-one epoch, unsharded, each with its typed position just after it (`documents`, sources.position); sources.order
-numbers, shuffles and shards them. A composite is a source made of sources: its spec's children become `children`
-(opened, closed, described, pinned and fingerprinted with it), and its position holds theirs.
+the first batch and a hang there is caught by the loader's timeout. A source read by units (every leaf) says what it
+is made of (`units`, from metadata alone: sources.units) and reads the pieces of them a reader's share holds (`read`),
+each document with its typed position just after it (sources.position); sources.order deals, orders and resumes
+them, one read path for every such source (`stream`). A composite is a source made of sources: its spec's children
+become `children` (opened, closed, described, pinned and fingerprinted with it); one that composes their streams (a
+mixture, a held-out split) overrides `stream`, `frontier` and `plan_for`, and its cursor holds its children's.
 
 Class attributes answer what the spec alone decides (no disk, no network): the kind's options, its children, whether
 it talks to the Hub, whether it can be shuffled, what a run must import before it opens.
@@ -19,10 +21,13 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Hashable, Iterator
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
+from fwe_cli.loader.sources.deal import Frontier, leaf_share
 from fwe_cli.loader.sources.fingerprint import files_changed
+from fwe_cli.loader.sources.order import Cursor, StreamOrder, leaf_documents
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import NoOptions
+from fwe_cli.loader.sources.units import BLOCK_BYTES, Layout, Piece, Unit, epoch_layout
 
 if TYPE_CHECKING:  # the kinds' modules import this one: annotations naming their types stay unimported strings
     import numpy as np
@@ -32,8 +37,6 @@ if TYPE_CHECKING:  # the kinds' modules import this one: annotations naming thei
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
     from fwe_cli.loader.sources.token_manifest import ShardTokens
 
-Order = Callable[[list, int], list]
-"""How files are ordered in an epoch: (files, epoch) -> files (as listed, or permuted by the shuffle)."""
 Emit = Callable[..., None]
 """Writes one heartbeat event: emit(msg, step=..., **fields)."""
 
@@ -46,13 +49,16 @@ class Source:
     children_allowed: ClassVar[tuple[int, int | None]] = (0, 0)
     """How many children a spec of the kind has: (at least, at most or None for any)."""
     position_type: ClassVar[type[Position] | None] = None
-    """The type of the positions `documents` yields and starts from."""
+    """The type of the positions `read` yields and starts after."""
     adopts: ClassVar[tuple[str, ...]] = ()
     """Options a resume takes from the state when the spec leaves them unset (a Hub branch's commit)."""
     uses_hub: ClassVar[bool] = False
     """Reading it talks to the Hugging Face Hub."""
     shuffle_refusal: ClassVar[str | None] = None
     """Why its stream cannot be shuffled (--shuffle-seed is then a usage error saying so); None: it can."""
+    dealing_refusal: ClassVar[str | None] = None
+    """Why its stream cannot be dealt to several readers (more than one rank or DataLoader worker is then a usage
+    error saying so); None: it can."""
     reads_tokens: ClassVar[bool] = False
     """Its documents arrive as token ids (a token directory): no tokenizer runs, and tokenizer settings (doc batch,
     threads, backend) change nothing."""
@@ -61,9 +67,8 @@ class Source:
     grows: ClassVar[bool] = False
     """Files may be added to it after its own (a bootstrap grown with --grow) without moving any position: a resume
     state saved over fewer of them still holds."""
-    orders_children: ClassVar[bool] = False
-    """It orders, shuffles and shards each of its children itself (`ordered`) instead of being ordered as one
-    stream (a mixture: each rank mixes its own documents of each child)."""
+    block: ClassVar[int] = BLOCK_BYTES
+    """A shuffled epoch permutes its units in blocks of at most this much of their coordinate (sources.units)."""
     copies_whole_files: ClassVar[bool] = False
     """`fwe bootstrap` downloads its files and converts them (the native Hub reader) instead of reading `records`."""
     heavy_imports: ClassVar[tuple[str, ...]] = ()
@@ -137,21 +142,49 @@ class Source:
         for child in self.children:
             child.open(set_stage)
 
-    def documents(self, epoch: int, at: Position | None, order: Order) -> Iterator[tuple[Document, Position]]:
-        """(document, position just after it) of the whole stream in epoch `epoch`, from position `at` (None: the
-        epoch's start): every shard's documents, in the epoch's file `order`."""
+    # -- units (a source read through them: sources.units, sources.order) -----------------------------------------
+    def units(self) -> list[Unit]:
+        """What the source is made of (after `open`), from metadata alone, in listing order."""
+        raise NotImplementedError(f"{type(self).__name__} has no units: it composes its children's streams")
+
+    def layout(self, epoch: int, seed: int | None) -> Layout:
+        """Epoch `epoch`'s line (sources.units.epoch_layout), made once per epoch and seed."""
+        key = (epoch, seed)
+        cached = self.__dict__.get("_layout")
+        if cached is None or cached[0] != key:
+            cached = (key, epoch_layout(self.units(), seed, epoch, self.block))
+            self._layout = cached
+        return cached[1]
+
+    def read(self, pieces: list[Piece], at: Position | None) -> Iterator[tuple[Document, Position, int]]:
+        """(document, its position after it, its anchor on the line) for the documents of `pieces` in order, those of
+        the first piece's unit only after `at` (None: all): what a reader's span holds, nothing else read."""
         raise NotImplementedError
 
-    def ordered(self, order, start: dict | None) -> Iterator[Document]:
-        """For a source that `orders_children`: the rank's documents by `order` (sources.order.StreamOrder), from
-        `start` (a document's `resume`, its `at` one of this source's positions), each with its `resume` set."""
-        raise NotImplementedError
+    def stream(self, order: StreamOrder, start: Position | None, plan: Position | None) -> Iterator[Document]:
+        """The reader's documents (`order.readers`), each with its `resume` (this source's cursor: a stream opened at
+        it yields that document first), from `start` (None: the beginning); `plan`: what a changed world dealt
+        this reader (a `plan_for`), None for the fresh share."""
+        return leaf_documents(self, order, start, plan)
 
-    def child_frontiers(self, doc: Document, delivered: int, tokens: int) -> list[dict | None]:
-        """For a source that `orders_children`: where each child stands when a batch ended in `doc`, `delivered`
-        tokens into its `tokens`: per child {"doc": the `resume` its stream goes on from, "consumed": [epoch,
-        document, tokens delivered, its tokens]}, None for a child not read yet (loader.elastic.replan_children)."""
-        raise NotImplementedError
+    def frontier(self, resume: Position, delivered: int, tokens: int) -> Position:
+        """Where this reader stands when its last batch ended `delivered` tokens into a document of `tokens` (as its
+        stream holds them) whose `resume` is given: what a changed world deals the rest from (`plan_for`)."""
+        return Frontier(resume, delivered, tokens)
+
+    def plan_for(self, olds: list[tuple[Position | None, Position | None]], readers: Shard) -> Position:
+        """The plan of reader `readers` of a new world that continues the old readers, each given as (the plan it was
+        started with or None, its `frontier` or None when it delivered nothing), in the old readers' order."""
+        return leaf_share(self, olds, readers)
+
+    def check_resume(self, resume: Position | None) -> None:
+        """ConfigError unless `resume` is a cursor of this source (a resume state's, decoded)."""
+        if resume is None:
+            return
+        inner = [resume.window.at, resume.window.end_at] if isinstance(resume, Cursor) else None
+        if inner is None or not all(p is None or isinstance(p, self.position_type or ()) for p in inner):
+            raise ConfigError(f"the resume position {resume.to_json()} is not one of {self.location(self.spec)}: "
+                              "resume over the same source, or start without the state")
 
     def bind_encoder(self, make: Callable[[], Callable[[list[str]], list]], threads: int) -> None:
         """For a source that counts its documents' tokens (a mixture by tokens): `make()` gives the function that
@@ -160,29 +193,15 @@ class Source:
         for child in self.children:
             child.bind_encoder(make, threads)
 
-    def check_position(self, at: Position | None) -> None:
-        """ConfigError unless `at` is a position of this source (a resume state's, decoded)."""
-        if at is not None and not isinstance(at, self.position_type or ()):
-            raise ConfigError(f"the resume position {at.to_json()} is not one of {self.location(self.spec)}: resume "
-                              "over the same source, or start without the state")
-
-    def legacy_position(self, values: list) -> Position:
-        """A position an fwe before typed positions saved as a plain list of this source's values."""
-        if self.position_type is None:
-            raise ConfigError(f"{self.location(self.spec)} has no saved positions to resume from")
-        try:
-            return self.position_type(*values)
-        except TypeError:
-            raise ConfigError(f"the resume position {values!r} is not one of {self.location(self.spec)}") from None
-
     def pretokenized(self) -> ShardTokens | None:
         """A token directory's ShardTokens (eos and vocab from its manifest; no tokenizer is loaded), else None."""
         return None
 
-    def token_chunks(self, epoch: int, start: dict | None,
-                     sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]] | None:
-        """Read in order (one shard, no shuffle): (ids, the first document's `resume`, each document's tokens) per
-        chunk of about `next(sizes)` tokens, from `start`; None when the source reads documents only."""
+    def token_chunks(self, order: StreamOrder, start: Position | None,
+                     sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, np.ndarray, Callable]] | None:
+        """For a source whose documents are token ids (a token directory), read unshuffled: (ids, each document's
+        tokens, its cursor by number in the chunk) per chunk of about `next(sizes)` tokens, from `start`
+        (sources.order.leaf_chunks); None when the source reads documents only."""
         return None
 
     def first_batches(self, config, tokenizer: str):
@@ -251,31 +270,11 @@ class Source:
         resume or a bootstrap notices they changed; None for a source without files of its own."""
         return None
 
-    def fingerprint_tree(self) -> dict:
-        """{"files": fingerprint(), "children": each child's} for the whole tree."""
-        node: dict = {"files": self.fingerprint()}
-        if self.children:
-            node["children"] = [child.fingerprint_tree() for child in self.children]
-        return node
-
     def changed(self, saved: list[dict] | None, may_grow: bool = False) -> str | None:
-        """How this node's files differ from those `saved` (a `fingerprint()` taken earlier) describes, in a few words
-        naming the first that differs; None when they are the same. `may_grow`: files added after them are fine (a
-        bootstrap grown since, read in stream order)."""
+        """How this node's files differ from those `saved` (a whole `fingerprint()` taken earlier: a bootstrap's or
+        a token directory's) describes, in a few words naming the first that differs; None when they are the same.
+        `may_grow`: files added after them are fine (a bootstrap grown since, read in stream order)."""
         return files_changed(saved, self.fingerprint(), self.files, self.location(self.spec), may_grow)
-
-    def check_fingerprints(self, saved: dict | None, may_grow: bool = False) -> None:
-        """ConfigError (one line, naming the first file that differs) unless every node's files are those a resume
-        state's `fingerprint_tree()` recorded (or, below a source that `grows`, those and more after them)."""
-        if saved is None:
-            return
-        may_grow = may_grow or self.grows
-        change = self.changed(saved.get("files"), may_grow)
-        if change is not None:
-            raise ConfigError(f"the resume state was saved over other data ({change}): resume over the same data, or "
-                              "start without the state")
-        for child, child_saved in zip(self.children, saved.get("children") or []):
-            child.check_fingerprints(child_saved, may_grow)
 
     def local_files(self) -> list[str]:
         """Files on this machine the source reads (their pages are dropped for a cold `fwe measure` run)."""

@@ -12,12 +12,14 @@ from typing import Callable, Iterator
 
 from fwe_cli.errors import ConfigError, SettingError, SourceError
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.local import (
-    JSONL_SUFFIXES, FilePosition, check_fields, iter_local, passing_lines, scan_jsonl, scan_parquet, scan_txt,
+    JSONL_SUFFIXES, FilePosition, check_fields, passing_lines, scan_jsonl, scan_parquet, scan_txt,
 )
+from fwe_cli.loader.sources.local_read import open_parquet, read_local
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, resolve_files
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
 from fwe_cli.loader.sources.where import check_where, filter_of
 
 
@@ -47,6 +49,8 @@ class LocalPath(Source):
     def __init__(self, spec, options):
         super().__init__(spec, options)
         self.where, self.filtered = filter_of(spec.options)
+        self._fingerprint: list[dict] | None = None
+        self._units: list[Unit] | None = None
 
     @classmethod
     def location(cls, spec) -> str:
@@ -72,12 +76,15 @@ class LocalPath(Source):
                              verify_parts=self.options.verify_parts)
 
     def fingerprint(self) -> list[dict]:
-        """Each file's absolute path, size and modification time: a file rewritten since changes one of them."""
-        out = []
-        for path in self.files:
-            info = os.stat(path)
-            out.append({"path": os.path.abspath(path), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns})
-        return out
+        """Each file's absolute path, size and modification time as the source opened (one stat each, once): a file
+        rewritten since changes one of them."""
+        if self._fingerprint is None or len(self._fingerprint) != len(self.files):
+            out = []
+            for path in self.files:
+                info = os.stat(path)
+                out.append({"path": os.path.abspath(path), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns})
+            self._fingerprint = out
+        return self._fingerprint
 
     def local_files(self) -> list[str]:
         self.open(lambda stage: None)
@@ -90,12 +97,32 @@ class LocalPath(Source):
 
 
 class LocalFiles(LocalPath):
-    """JSONL, TXT and parquet files: every document of each file, files in path order."""
+    """JSONL, TXT and parquet files: every document of each file, files in path order; a unit each (a gzip file read
+    whole by one reader), or with a row filter each parquet row group its statistics do not rule out."""
 
     position_type = FilePosition
 
-    def documents(self, epoch: int, at: FilePosition | None, order: Order) -> Iterator[tuple[Document, FilePosition]]:
-        return iter_local(order(self.files, epoch), self.bad, self.options.strict, at, self.filtered)
+    def units(self) -> list[Unit]:
+        if self._units is None:
+            self._units = [unit for number, path in enumerate(self.files) for unit in self._file_units(number, path)]
+        return self._units
+
+    def _file_units(self, number: int, path: str) -> list[Unit]:
+        size = os.path.getsize(path)
+        if self.where is None or not path.endswith(".parquet"):
+            return [Unit(number, 0, size, whole=path.endswith(".gz"))]
+        parquet = open_parquet(path)
+        groups = RowGroups.of(parquet.metadata, size)
+        units = []
+        for group, count in enumerate(groups.counts):
+            if self.where.may_match(parquet.metadata.row_group(group)):
+                units.append(Unit(number, *groups.extent(group)))
+            else:  # ruled out before it is dealt: no reader reads it, and the readers share the rest evenly
+                self.filtered.skip_row_group(count)
+        return units
+
+    def read(self, pieces: list[Piece], at: FilePosition | None) -> Iterator[tuple[Document, FilePosition, int]]:
+        return read_local(self.files, pieces, at, self.bad, self.options.strict, self.filtered)
 
     def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
         return LocalRecords(self, shard, start, all_fields, bad)
@@ -135,16 +162,16 @@ class LocalRecords(Records):
         index = self.index
         for file_no in range(self.file, len(self.files)):
             start, line = (self.offset, self.line) if file_no == self.file else (0, 0)
-            for record, _text, lineno, end, raw in self._scan(self.files[file_no], start, line):
+            for record, _text, lineno, end, raw, _begin in self._scan(self.files[file_no], start, line):
                 owned = shard.owns(index)
                 index += 1
                 if owned:
                     self.file, self.offset, self.line, self.index = file_no, end, lineno, index
                     yield record, raw
 
-    def _scan(self, path: str, start: int, line: int) -> Iterator[tuple[dict, str, int, int, bytes | None]]:
-        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None) for any format, of
-        the records that pass the source's filter.
+    def _scan(self, path: str, start: int, line: int) -> Iterator[tuple[dict, str, int, int, bytes | None, int]]:
+        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None, where it began) for
+        any format, of the records that pass the source's filter.
 
         For JSONL, the hot path, it is scan_jsonl itself, with no adapter generator in between (but the filter's)."""
         if path.endswith(JSONL_SUFFIXES):
@@ -152,7 +179,8 @@ class LocalRecords(Records):
             filtered = self.source.filtered
             return records if filtered is None else passing_lines(records, path, filtered)
         if path.endswith(".txt"):
-            return (({"text": text}, text, lineno, end, None) for text, lineno, end in scan_txt(path, start, line))
+            return (({"text": text}, text, lineno, end, None, begin)
+                    for text, lineno, end, begin in scan_txt(path, start, line))
         rows = scan_parquet(path, self.bad, self.strict, self.all_fields, start_row=start,
                             filtered=self.source.filtered)
-        return ((record, record["text"], row, row, None) for record, row in rows)
+        return ((record, record["text"], row, row, None, row) for record, row in rows)

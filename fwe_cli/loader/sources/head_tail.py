@@ -4,51 +4,39 @@ holds served from its parts.
 
 `fwe bootstrap` from the Hub records in its manifest the listing it read (`hub_listing`, at the pinned `revision`),
 where each parquet file's documents start in the parts (`hub_files[].first`: part, byte offset, line) and the first
-document it did not write (`hub_next`: file, row group, row). The stream is the Hub's, file by file in the epoch's
-order (shuffled like the Hub's): the rows of a file the bootstrap holds come from its parts, the rest from the Hub by
-range reads (hub_parquet), from `hub_next` in the file where it stopped. So for every shard and shuffle the
-documents are exactly `--source hub --revision REV`'s, and the cursor is one: a `HeadTailPosition` holds the file's
-place in the epoch's order and the position in it of the part it is in (the parts' FilePosition in the head, a
-HubRowPosition in the tail); a position in the tail reopens the Hub there without reading the parts. Documents carry
-their segment ('head' or 'tail'); each batch is counted by the segment it came from (`on_batch`, `figures`).
+document it did not write (`hub_next`: file, row group, row). The stream is the Hub's: its units are the listing's
+files (sources.units), so every reader's share, shuffle and cursor are those of `--source hub --revision REV`; the
+rows of a file the bootstrap holds come from its parts, the rest from the Hub by range reads (hub_parquet), from
+`hub_next` in the file where it stopped. A row of the parts is anchored where its Hub row is (the file's footer, kept
+in the head cache, places it: the bootstrap holds the Hub file's rows in order), so with any readers and shuffle the
+documents are exactly the Hub's (a bootstrap that skipped bad rows is still read exactly once, in another split). A
+`HeadTailPosition` holds the file and the position in it (a `HeadRowPosition` in the parts, a HubRowPosition on the
+Hub); a position in the tail reopens the Hub there without reading the parts. Documents carry their segment ('head'
+or 'tail'); each batch is counted by the segment it came from (`on_batch`, `figures`).
 
-The Hub reader opens with the epoch (its listing comes from the manifest: no request) and its read-ahead starts with
-the consumer's second batch, so footers and the first row groups of the tail are fetched while the head is served.
-When the tail cannot be read (the Hub down or offline), the head is served in full and the boundary raises
-`TailUnreachable`, counting the documents served; a state saved then resumes into the tail once the Hub is back.
+The Hub reader's read-ahead starts with the consumer's second batch, so footers and the first row groups of the tail
+are fetched while the head is served. When the tail cannot be read (the Hub down or offline), the head is served in
+full (a reader of whole files needs no footer) and the boundary raises `TailUnreachable`, counting the documents
+served; a state saved then resumes into the tail once the Hub is back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Hashable, Iterator
 
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.errors import ConfigError, SourceError
-from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.base import Emit, Order, Source
+from fwe_cli.loader.documents import Document, PlaceName
+from fwe_cli.loader.sources.base import Emit, Source
 from fwe_cli.loader.sources.file_sources import BootstrapDir
-from fwe_cli.loader.sources.head_tail_map import where_rows_are
+from fwe_cli.loader.sources.head_tail_map import HeadRowPosition, HeadTailPosition, where_rows_are
 from fwe_cli.loader.sources.hub_source import HubRowPosition, iter_hub
-from fwe_cli.loader.sources.local import FilePosition
+from fwe_cli.loader.sources.local import scan_jsonl
 from fwe_cli.loader.sources.local_files import bootstrap_manifest_path, read_manifest
 from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
 
 HEAD, TAIL = "head", "tail"
-
-
-@dataclass(frozen=True, slots=True)
-class HeadTailPosition(Position, name="head_tail"):
-    """In the stream's file `file` (its place in the epoch's order): `at`, a FilePosition in the bootstrap's parts or
-    a HubRowPosition in the file's Hub rows."""
-
-    file: int
-    at: Position
-
-    def check(self) -> None:
-        Position.check(self)  # (a slotted dataclass's methods cannot call super() bare)
-        if not isinstance(self.at, (FilePosition, HubRowPosition)):
-            raise ValueError(f"at must be a file or hub_row position, got {self.at.name}")
 
 
 class TailUnreachable(SourceError):
@@ -92,8 +80,6 @@ class HeadTail(Source):
         self.tail_docs = 0
         """Documents served from the Hub so far."""
         self._reader = None
-        self._tail_files: list[int] = []  # the listing index of each file the Hub reader reads, in its order ...
-        self._tail_starts: list[tuple[int, int]] = []  # ... and the (row group, row) it reads each from
         self.growth = None
         """With --grow: the bootstrap's grower (sources.growth), which holds its lock while this source is open."""
         self._batches = {HEAD: 0, TAIL: 0}
@@ -127,73 +113,106 @@ class HeadTail(Source):
         self.growth = Growth(path)
         return self.growth.start()
 
-    # -- reading ---------------------------------------------------------------------------------------------------
-    def documents(self, epoch: int, at: HeadTailPosition | None,
-                  order: Order) -> Iterator[tuple[Document, HeadTailPosition]]:
-        files = order(list(range(len(self.listing.files))), epoch)
-        begin = at.file if at else 0
-        in_tail = at is not None and isinstance(at.at, HubRowPosition)
-        hub = [(n, files[n]) for n in range(begin, len(files)) if self.hub_from[files[n]] is not None]
-        starts = [(at.at.group, at.at.row) if in_tail and n == begin else self.hub_from[i] for n, i in hub]
-        self._open_tail([i for _, i in hub], starts)
-        return self._walk(files, begin, at, hub)
+    # -- reading --------------------------------------------------------------------------------------------------
+    def units(self) -> list[Unit]:
+        """The Hub's: a unit per file of the listing the bootstrap read."""
+        return [Unit(number, 0, file.size) for number, file in enumerate(self.listing.files)]
 
-    def _open_tail(self, indices: list[int], starts: list[tuple[int, int]], number: int = 0) -> None:
-        """The Hub reader over the files the stream reads from the Hub, in order, each from its start, reading from
-        the `number`th of them; its thread starts now (its read-ahead waits for the consumer's second batch, then
-        runs while the head is served). A Hub that cannot be reached fails its reads at once: the head is the
-        way out, and the boundary tries once more (`_rows`)."""
-        import dataclasses
+    def read(self, pieces: list[Piece], at: HeadTailPosition | None) -> Iterator[tuple[Document, HeadTailPosition,
+                                                                                     int]]:
+        """The rows of `pieces` (the first one's after `at`): those the bootstrap holds from its parts, the rest
+        from the Hub, whose reader starts now (its read-ahead runs while the head is served)."""
+        inside = at.at if at is not None and pieces and at.file == pieces[0].file else None
+        self._open_tail([p for p in pieces if self.hub_from[p.file] is not None],
+                        inside if isinstance(inside, HubRowPosition) else None)
+        for number, piece in enumerate(pieces):
+            floor = inside if number == 0 else None
+            if piece.file in self.local:
+                yield from self._head(piece, floor)
+            if self.hub_from[piece.file] is not None:
+                yield from self._tail(piece)
 
+    def _open_tail(self, pieces: list[Piece], at: HubRowPosition | None) -> None:
+        """The Hub reader over the pieces the stream reads from the Hub, each after its file's rows in the parts
+        (`at`: the first one's after that row too); its thread starts now (its read-ahead waits for the consumer's
+        second batch, then runs while the head is served). A Hub that cannot be reached fails its reads at once: the
+        head is the way out, and the boundary tries once more (`_rows`)."""
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader
 
         if self._reader is not None:
             self._reader.close()
-        self._tail_files, self._tail_starts = list(indices), list(starts)
-        listing = dataclasses.replace(self.listing, files=tuple(self.listing.files[i] for i in indices))
-        first = starts[number] if number < len(starts) else (0, 0)
-        self._reader = HubParquetReader(listing, start=(number, *first), fail_fast=True,
-                                        first_rows={j: s for j, s in enumerate(starts) if j > number})
-        self._groups = iter(self._reader) if indices else iter(())
-        self._pending = None  # a row group taken from the reader that belongs to a later file
-        if indices:
+        floors = {j: HubRowPosition(j, *start) for j, start in self.hub_from.items() if start is not None}
+        self._tail_pieces, self._tail_at = pieces, at
+        self._reader = HubParquetReader(self.listing, pieces, at, head=self._cache(), floors=floors, fail_fast=True)
+        self._groups = iter(self._reader) if pieces else iter(())
+        self._pending = None  # a row group taken from the reader that belongs to a later piece
+        self._next = 0  # the reader's piece the stream reads next
+        if pieces:
             self._reader.start_reading()
 
-    def _walk(self, files: list[int], begin: int, at: HeadTailPosition | None,
-              hub: list[tuple[int, int]]) -> Iterator[tuple[Document, HeadTailPosition]]:
-        tail_of = {n: j for j, (n, _i) in enumerate(hub)}
-        for n in range(begin, len(files)):
-            index = files[n]
-            if index in self.local and not (at and isinstance(at.at, HubRowPosition) and n == begin):
-                start = at.at if at and n == begin else FilePosition(*self.local[index][0])
-                yield from self._head(n, index, start, self.local[index][1])
-            if n in tail_of:
-                yield from self._tail(n, tail_of[n])
+    def _cache(self):
+        """The head cache of the listing (footers kept there place the parts' rows), None with --no-cache."""
+        if self.options.hub_cache and self.__dict__.get("_head_cache") is None:
+            from fwe_cli.loader.sources.hub_head_cache import HeadCache
 
-    def _head(self, n: int, index: int, start: FilePosition, end: tuple) -> Iterator[tuple[Document, HeadTailPosition]]:
-        """Listing file `index`'s rows in the parts (the stream's file `n`), from `start` up to `end` (a (part,
-        offset, line) position)."""
-        for doc, after in self.head.documents(0, start, _as_listed):
-            if (after.file, after.offset) > end[:2]:
-                return
-            self.head_docs += 1
-            doc.segment = HEAD
-            last = (after.file, after.offset) == end[:2]
-            continues = self.hub_from[index] if last else None
-            # after the file's last local row, where its Hub rows begin: a position there reads no part again
-            yield doc, HeadTailPosition(n, after if continues is None else HubRowPosition(n, *continues))
-            if last:
-                return
+            self._head_cache = HeadCache(self.listing)
+        return self.__dict__.get("_head_cache")
 
-    def _tail(self, n: int, j: int) -> Iterator[tuple[Document, HeadTailPosition]]:
-        """The Hub rows of reader file `j` (the stream's file `n`), as Documents."""
-        for doc, (group, row) in iter_hub(self._rows(j), self.listing.repo, self.bad, self.options.strict):
+    def _rows_of(self, file: int, whole: bool) -> RowGroups | None:
+        """Where file `file`'s rows lie in its bytes, from its footer (head cache, else the Hub); None when the Hub
+        cannot be asked and `whole` (a reader of the whole file needs no footer: its rows are all its own)."""
+        from fwe_cli.loader.sources.hub_footers import file_rows
+
+        try:
+            return file_rows(self.listing, file, self._cache())
+        except SourceError:
+            if whole:
+                return None
+            raise
+
+    def _head(self, piece: Piece, floor: Position | None) -> Iterator[tuple[Document, HeadTailPosition, int]]:
+        """Listing file `piece.file`'s rows in the parts anchored in the piece, after `floor` (a HeadRowPosition, or a
+        HubRowPosition in the file's rows the parts may hold since: a bootstrap grown); the parts are scanned from the
+        file's first row there (a row's place in the file's bytes is known by its number), and not at all when the
+        floor lies past them."""
+        j = piece.file
+        (part, offset, line), end = self.local[j]
+        places = self._rows_of(j, piece.lo == 0 and piece.hi >= self.listing.files[j].size)
+        row = skip = 0
+        if isinstance(floor, HeadRowPosition):
+            part, offset, line, row = floor.part, floor.offset, floor.line, floor.row
+        elif isinstance(floor, HubRowPosition):
+            skip = places.number(floor.group, floor.row)
+            held = places.number(*self.hub_from[j]) if self.hub_from[j] is not None else places.total
+            if skip >= held:
+                return
+        while part < len(self.files) and (part, offset) < end[:2]:
+            stop = end[1] if part == end[0] else None
+            for record, text, line, after, _raw, _begin in scan_jsonl(self.files[part], self.bad, self.options.strict,
+                                                                       offset, line, stop):
+                at = places.anchor(row) if places is not None else piece.lo
+                row += 1
+                if at < piece.lo or row <= skip:
+                    continue
+                if at >= piece.hi:
+                    return
+                self.head_docs += 1
+                rid = record.get("id")
+                doc = Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{self.files[part]}:{line}"))
+                doc.segment = HEAD
+                yield doc, HeadTailPosition(j, HeadRowPosition(part, after, line, row)), piece.on_line(at)
+            part, offset, line = part + 1, 0, 0
+
+    def _tail(self, piece: Piece) -> Iterator[tuple[Document, HeadTailPosition, int]]:
+        """The Hub rows of the piece, as Documents."""
+        rows = ((record, HeadTailPosition(piece.file, after), anchor) for record, after, anchor in self._rows(piece))
+        for doc, after, anchor in iter_hub(rows, self.listing.repo, self.bad, self.options.strict):
             self.tail_docs += 1
             doc.segment = TAIL
-            yield doc, HeadTailPosition(n, HubRowPosition(n, group, row))
+            yield doc, after, anchor
 
-    def _rows(self, j: int) -> Iterator[tuple[dict, tuple]]:
-        """Rows of reader file `j` with their (row group, row) after them, up to the file's last row group."""
+    def _rows(self, piece: Piece) -> Iterator[tuple[dict, HubRowPosition, int]]:
+        """The piece's rows from the Hub reader, each with its position and anchor on the line."""
         retried = False
         while True:
             try:
@@ -203,30 +222,27 @@ class HeadTail(Source):
             except SourceError as exc:
                 if self.tail_docs == 0 and not retried:  # the read-ahead failed while the head was served (an
                     retried = True                      # hour ago, maybe): at the boundary, once more afresh
-                    self._open_tail(self._tail_files, self._tail_starts, j)
+                    self._open_tail(self._tail_pieces[self._next:], self._tail_at if self._next == 0 else None)
                     self._reader.read_ahead_now()
                     continue
                 raise TailUnreachable(
-                    f"the Hub tail of {self.head.spec.options.local_path} cannot be read ({exc}): the local copy was served in "
-                    f"full, {self.head_docs} documents; a state saved now (--save-state, loader.state_dict()) resumes "
-                    "into the tail once the Hub is back") from exc
-            number, group, columns, last = item
-            if number != j:  # file j's start is past its last row group: nothing of it is left to read
+                    f"the Hub tail of {self.head.spec.options.local_path} cannot be read ({exc}): the local copy was "
+                    f"served in full, {self.head_docs} documents; a state saved now (--save-state, "
+                    "loader.state_dict()) resumes into the tail once the Hub is back") from exc
+            number, group, columns, first, end, count, last, (start, stop) = item
+            if self._reader.pieces[number] is not piece:  # past this piece: its rows are all read
                 self._pending = item
+                self._next += 1
                 return
-            first_group, first_row = self._reader.begins_at(number)
-            skip = first_row if group == first_group else 0
             names = list(columns)
-            rows = len(next(iter(columns.values()), ()))
             grow = self.growth.row if self.growth is not None and self.growth.active else None
-            for row, values in enumerate(zip(*columns.values()), start=1):
-                if row > skip:
+            for i, values in enumerate(zip(*columns.values())):
+                if first <= i < end:
                     record = dict(zip(names, values))
                     if grow is not None:
-                        grow(self._tail_files[j], group, row, record, rows, last)
-                    yield record, (group, row)
-            if last:
-                return
+                        grow(piece.file, group, i + 1, record, count, last)
+                    yield record, HubRowPosition(piece.file, group, i + 1), piece.on_line(start + (stop - start) *
+                                                                                          i // count)
 
     def read_ahead_now(self) -> None:
         if self._reader is not None:
@@ -274,14 +290,3 @@ class HeadTail(Source):
             manifest = read_manifest(manifest_path) if manifest_path else None
             revision = manifest.get("revision") if isinstance(manifest, dict) else None
         return {"revision": revision}
-
-    def legacy_position(self, values: list) -> HeadTailPosition:
-        """A position saved by fwe before typed positions: ["L", file, part, offset, line] or ["H", file, group,
-        row]."""
-        part, n, *rest = values
-        return HeadTailPosition(n, FilePosition(*rest) if part == "L" else HubRowPosition(n, *rest))
-
-
-def _as_listed(files: list, epoch: int) -> list:
-    """The parts in their own order: the listing's order is the stream's, the parts are read by position."""
-    return files

@@ -1,8 +1,37 @@
 """Where the rows of each file of a Hub bootstrap's listing are: in its parts, on the Hub, or both (what
-sources.head_tail reads from where), as the bootstrap's manifest records it.
+sources.head_tail reads from where), as the bootstrap's manifest records it; and a position in either.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fwe_cli.loader.sources.hub_source import HubRowPosition
+from fwe_cli.loader.sources.position import Position
+
+
+@dataclass(frozen=True, slots=True)
+class HeadRowPosition(Position, name="head_row"):
+    """Just after a row of a Hub file held in the bootstrap's parts: the part, the byte offset and line number after
+    it there, and the rows of its Hub file up to it (from 1)."""
+
+    part: int
+    offset: int
+    line: int
+    row: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeadTailPosition(Position, name="head_tail", version=2):
+    """In listing file `file`: `at`, a HeadRowPosition in the bootstrap's parts or a HubRowPosition on the Hub."""
+
+    file: int
+    at: Position
+
+    def check(self) -> None:
+        Position.check(self)  # (a slotted dataclass's methods cannot call super() bare)
+        if not isinstance(self.at, (HeadRowPosition, HubRowPosition)):
+            raise ValueError(f"at must be a head_row or hub_row position, got {self.at.name}")
 
 
 def where_rows_are(manifest: dict, parts: int) -> tuple[object, dict, dict]:

@@ -12,9 +12,9 @@ stream, and they are the same on every machine for any file order, shard, shuffl
 smaller fraction's held-out set lies inside a larger one's. A token directory keeps neither ids nor text: it is
 refused (split the text before tokenizing it).
 
-The split comes before the stream is numbered, shuffled and sharded (sources.order): each rank gets its share of the
-side it reads. Its position is its child's just after a kept document. `describe()` counts the documents it kept and
-removed so far (of the whole stream, every rank's: a source reads all of it).
+The split filters the child's stream as each reader reads it (any child: a source of units, a mixture): each reader
+gets the side of its own share, and the cursor of a kept document is the child's. `describe()` counts the documents it
+kept and removed so far (of this reader's share).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from typing import Hashable, Iterator
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.base import Emit, Order, Source
-from fwe_cli.loader.sources.position import Position
+from fwe_cli.loader.sources.base import Emit, Source
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.sources.spec import SIDES
 
@@ -85,19 +84,11 @@ def _number(value) -> float | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class HoldoutPosition(Position, name="holdout"):
-    """Just after a kept document: its child's position there."""
-
-    child: Position
-
-
 class Holdout(Source):
     """One side of its child's documents (see the module docstring)."""
 
     Options = HoldoutOptions
     children_allowed = (1, 1)
-    position_type = HoldoutPosition
 
     @classmethod
     def location(cls, spec) -> str:
@@ -131,16 +122,23 @@ class Holdout(Source):
             raise ConfigError(f"--holdout splits documents by their id or text, and {where} is token ids without "
                               "either: split the text when tokenizing it (fwe tokenize --holdout)")
 
-    def documents(self, epoch: int, at: HoldoutPosition | None,
-                  order: Order) -> Iterator[tuple[Document, HoldoutPosition]]:
-        for doc, after in self.child.documents(epoch, at.child if at is not None else None, order):
+    # -- a filter over the child's stream: the child's cursors, frontiers and plans are its own -----------------
+    def stream(self, order, start, plan) -> Iterator[Document]:
+        for doc in self.child.stream(order, start, plan):
             if self.keeps(document_key(doc)):
-                yield doc, HoldoutPosition(after)
+                yield doc
 
-    def check_position(self, at) -> None:
-        super().check_position(at)
-        if at is not None:
-            self.child.check_position(at.child)
+    def frontier(self, resume, delivered: int, tokens: int):
+        return self.child.frontier(resume, delivered, tokens)
+
+    def plan_for(self, olds, readers):
+        return self.child.plan_for(olds, readers)
+
+    def check_resume(self, resume) -> None:
+        self.child.check_resume(resume)
+
+    def token_chunks(self, order, start, sizes):
+        return None  # (a token directory is refused as it opens)
 
     # -- what the child knows ----------------------------------------------------------------------------------------
     def default_tokenizer(self) -> str:

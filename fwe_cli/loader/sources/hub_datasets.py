@@ -20,10 +20,10 @@ import orjson
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
-from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubSource, iter_hub
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.units import Piece, Unit
 from fwe_cli.loader.sources.where import Where
 from fwe_cli.loader.transient import attempts_note, call_with_retries
 
@@ -118,6 +118,8 @@ class HubDatasets(HubSource):
 
     shuffle_refusal = ("--shuffle-seed needs the native Hub reader (the datasets reader is the reference for stream "
                        "order): drop --hub-reader datasets or the shuffle")
+    dealing_refusal = ("the datasets Hub reader streams the whole dataset in one process: use the native reader "
+                       "(--hub-reader native), which deals each rank and DataLoader worker its own row groups")
     heavy_imports = ("datasets",)
     position_type = DatasetsRowPosition
 
@@ -129,11 +131,18 @@ class HubDatasets(HubSource):
         super().__init__(spec, options)
         self._resolved = False
 
-    def documents(self, epoch: int, at: DatasetsRowPosition | None,
-                  order: Order) -> Iterator[tuple[Document, DatasetsRowPosition]]:
+    def units(self) -> list[Unit]:
+        return [Unit(0, 0, 1, whole=True)]  # the stream, read from its start by one reader
+
+    def read(self, pieces: list[Piece], at: DatasetsRowPosition | None) -> Iterator[tuple[Document,
+                                                                                         DatasetsRowPosition, int]]:
+        if not pieces:
+            return iter(())
         rows = at.rows if at else 0
-        return iter_hub(datasets_rows(self.stream(), rows), self.spec.options.dataset, self.bad, self.options.strict,
-                        counted=rows, filtered=self.filtered)
+        line = pieces[0].line
+        return iter_hub(((row, after, line) for row, after in datasets_rows(self.datasets_stream(), rows)),
+                        self.spec.options.dataset, self.bad, self.options.strict, counted=rows,
+                        filtered=self.filtered)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         """The commit to read (`revision`), resolved once: one HEAD (none offline)."""
@@ -143,7 +152,7 @@ class HubDatasets(HubSource):
             self.revision = hub_revision(o.dataset, o.revision)
             self._resolved = True
 
-    def stream(self, all_columns: bool = False):
+    def datasets_stream(self, all_columns: bool = False):
         """The `datasets` stream at the commit `open` resolved (offline: at the spec's revision, the one known).
         SourceError when the Hub answered without naming the commit and `datasets` opened it anyway: a run must
         know what it read."""
@@ -182,7 +191,7 @@ class HubRecords(Records):
         return self.source.revision or self.source.spec.options.revision
 
     def _open(self) -> None:
-        stream = self.source.stream(all_columns=self.all_fields)
+        stream = self.source.datasets_stream(all_columns=self.all_fields)
         self.revision_pinned = self.revision is not None
         if self._state is not None:
             try:

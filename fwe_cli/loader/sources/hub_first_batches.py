@@ -6,7 +6,7 @@ interpreter, this file and the listing's one request (which confirms the commit 
     first.candidate                                       # an entry for the commit the branch pointed at last time
     if first.confirm():                                   # the source is open: still that commit?
         tokenizer = first.stand_in(load)                  # described from the entry until the first encode
-        for batch, position, frontier, docs, tokens in first.entries(): ...
+        for batch, position, ended, docs, tokens in first.entries(): ...
     else: ... first.record(batch, position, ...)          # the first FIRST_BATCHES batches of a run are kept
 
 An entry is keyed by everything the batches depend on: the listing (its folder: repo, commit, config, split), the
@@ -27,11 +27,12 @@ from typing import Callable
 
 import orjson
 
-from fwe_cli.loader.sources.order import resume_from_json, resume_to_json
+from fwe_cli.loader.frontier import Ended, RecentBatches
+from fwe_cli.loader.sources.position import decode, encode
 from fwe_cli.loader.tokenization.names import described
 
 FIRST_BATCHES = 4  # batches kept per key: a smoke's default 3 and one more
-ENTRY_FORMAT = 2
+ENTRY_FORMAT = 3  # 3: positions are a reader's cursors (sources.order)
 GRACE_S = 0.25  # after the kept batches: how long the producer waits for the consumer before loading the tokenizer
 
 
@@ -144,13 +145,14 @@ class FirstBatches:
         return LazyTokenizer(self._entry["tokenizer"], load)
 
     def entries(self):
-        """(batch, position, frontier, documents, tokens) of each kept batch, in order: its position (a resume state
-        after it is exact), the document it ended in ([epoch, document, tokens of it delivered, its tokens]), and what
+        """(batch, position, ended, documents, tokens) of each kept batch, in order: its position (a resume state
+        after it is exact), the document it ended in (frontier.Ended: its cursor, tokens of it delivered, its tokens), and what
         the run had read and produced that a resume from it does not read again."""
         self.usable = False  # nothing is kept from a run that began with kept batches
         for record, batch in zip(self._entry["batches"], self._entry["arrays"]):
-            position = {"doc": resume_from_json(record["position"]["doc"]), "skip": record["position"]["skip"]}
-            yield batch, position, record["frontier"], record["docs"], record["tokens"]
+            position = {"doc": decode(record["position"]["doc"]), "skip": record["position"]["skip"]}
+            cursor, delivered, tokens = record["ended"]
+            yield batch, position, Ended(decode(cursor), delivered, tokens), record["docs"], record["tokens"]
 
     def wait_for_more(self) -> None:
         """After the kept batches: until the consumer wants more, GRACE_S passed or the loader closes (`more`)."""
@@ -190,12 +192,13 @@ class FirstBatches:
             if batches <= self._written or not self.usable or not self._named():
                 return
             for _, position, docs, tokens, held in self._kept[len(self._records):batches]:
-                frontier = recent.frontier_of(held, position)
-                if frontier is None:
+                ended = RecentBatches.ended_in(held, position)
+                if ended is None:
                     self.usable = False
                     return
-                saved = {"doc": resume_to_json(position["doc"]), "skip": position["skip"]}
-                self._records.append({"position": saved, "frontier": [int(v) for v in frontier], "docs": docs,
+                saved = {"doc": encode(position["doc"]), "skip": position["skip"]}
+                self._records.append({"position": saved, "ended": [encode(ended.cursor), ended.delivered, ended.tokens],
+                                      "docs": docs,
                                       "tokens": tokens})
             header = {"format": ENTRY_FORMAT, "shape": list(self._shape), "batches": self._records[:batches],
                       "tokenizer": self._described}

@@ -31,7 +31,7 @@ from fwe_cli.loader.sources.hub_listing import HubListing
 # Room for the footers and the first row groups of FineWeb-Edu's first file (1,000 documents per row group, ~5 MB
 # decoded), which hold far more than a first batch's tokens; small enough to keep per revision without a thought.
 HEAD_CACHE_BYTES = 64 * 1024 * 1024
-HEAD_CACHE_FORMAT = 2  # 1 kept the row groups' compressed bytes; 2 keeps them decoded
+HEAD_CACHE_FORMAT = 3  # 1 kept the row groups' compressed bytes; 2 decoded; 3 with each one's extent in its file
 TEXT_COLUMNS = ("text", "id")  # what a reader without a filter reads (its rows are kept under the plain names)
 
 
@@ -107,28 +107,30 @@ class HeadCache:
         return self._path(path, f"rg{group}.{read}.json")
 
     def get_rows(self, path: str, group: int,
-                 columns: tuple[str, ...] = TEXT_COLUMNS) -> tuple[dict[str, list], bool] | None:
-        """(columns, whether it is the file's last row group) of row group `group` of `path` as kept by a reader of
-        `columns`, or None."""
+                 columns: tuple[str, ...] = TEXT_COLUMNS) -> tuple[dict[str, list], bool, tuple[int, int]] | None:
+        """(columns, whether it is the file's last row group, its extent in the file's bytes: sources.units) of row
+        group `group` of `path` as kept by a reader of `columns`, or None."""
         data = self._load(self._rows_path(path, group, columns))
         try:
             entry = orjson.loads(data) if data is not None else None
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(entry, dict) or not isinstance(entry.get("columns"), dict):
+        if not isinstance(entry, dict) or not isinstance(entry.get("columns"), dict) or \
+                not isinstance(entry.get("extent"), list):
             return None
         self._hit()
-        return entry["columns"], bool(entry.get("last"))
+        return entry["columns"], bool(entry.get("last")), tuple(entry["extent"])
 
     def has_rows(self, path: str, group: int, columns: tuple[str, ...] = TEXT_COLUMNS) -> bool:
         """Whether row group `group` of `path` is kept for a reader of `columns` (without reading it)."""
         return os.path.isfile(self._rows_path(path, group, columns))
 
-    def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool,
+    def put_rows(self, path: str, group: int, columns: dict[str, list], last: bool, extent: tuple[int, int],
                  read: tuple[str, ...] = TEXT_COLUMNS) -> bool:
-        """Keep row group `group` of `path` decoded, for readers of the columns `read`; callers keep only a stream's
-        first row groups, in order."""
-        return self._store(self._rows_path(path, group, read), orjson.dumps({"columns": columns, "last": last}))
+        """Keep row group `group` of `path` decoded (with its `extent` in the file's bytes), for readers of the columns
+        `read`; callers keep only a stream's first row groups, in order."""
+        return self._store(self._rows_path(path, group, read),
+                           orjson.dumps({"columns": columns, "last": last, "extent": list(extent)}))
 
     def entry(self, name: str) -> bytes | None:
         """A named entry of this listing (the kept first batches: hub_first_batches), or None."""

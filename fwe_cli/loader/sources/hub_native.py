@@ -10,14 +10,13 @@ run needs, and the loader's source takes it over.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Callable, Iterator
 
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_background import InBackground, import_in_background
-from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.hub_source import HubRowPosition, HubSource, iter_hub
+from fwe_cli.loader.sources.units import Piece, Unit
 from fwe_cli.loader.transient import current_scope, scoped, work_scope
 
 
@@ -58,6 +57,9 @@ class HubNative(HubSource):
         self._warm = False
         self._first = None  # the kept first batches (first_batches)
         self._listing: Listing | None = None  # the listing being resolved (prepare)
+        self._units = None
+        self.fetched = 0
+        """Bytes of row groups fetched from the Hub by readers closed so far (footers apart)."""
 
     def prepare(self) -> None:
         """Start resolving the listing now, on its own thread (`fwe-hub-listing`), unless `start_early` has: a warm
@@ -86,20 +88,27 @@ class HubNative(HubSource):
         self.revision, self.files = self.listing.revision, [f.path for f in self.listing.files]
         self.head = HeadCache(self.listing) if self.options.hub_cache else None
 
-    def documents(self, epoch: int, at: HubRowPosition | None,
-                  order: Order) -> Iterator[tuple[Document, HubRowPosition]]:
-        """The rows of the epoch's files in `datasets` order (or the epoch's shuffled one) from `at`; the read-ahead
-        thread of the previous epoch's reader is stopped."""
+    def units(self) -> list[Unit]:
+        """A unit per file of the listing (its size is known from the listing), or with a row filter one per row
+        group its statistics do not rule out (the footers read once, kept in the head cache)."""
+        from fwe_cli.loader.sources.hub_footers import hub_units
+
+        if self._units is None:
+            self._units = hub_units(self.listing, self.head, self.filtered)
+        return self._units
+
+    def read(self, pieces: list[Piece], at: HubRowPosition | None) -> Iterator[tuple[Document, HubRowPosition, int]]:
+        """The rows of the pieces (in `datasets` order for a fresh unsharded stream); the read-ahead thread of the
+        previous span's reader is stopped."""
         from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
 
-        listing = dataclasses.replace(self.listing, files=tuple(order(list(self.listing.files), epoch)))
         if self._reader is not None:
+            self.fetched += self._reader.fetched
             self._reader.close()
-        start = (at.file, at.group, at.row) if at is not None else (0, 0, 0)
-        self._reader = HubParquetReader(listing, head=self.head, start=start, filtered=self.filtered)
+        self._reader = HubParquetReader(self.listing, pieces, at, head=self.head, filtered=self.filtered)
         if self._warm and not self._reader.starts_from_cache():
             import_in_background("pyarrow.parquet")
-        self._warm = True  # later epochs: pyarrow is loaded by now
+        self._warm = True  # later spans: pyarrow is loaded by now
         return iter_hub(iter_rows(self._reader), self.spec.options.dataset, self.bad, self.options.strict,
                         filtered=self.filtered)
 
@@ -130,7 +139,8 @@ class HubNative(HubSource):
         return self._first is None or self._first.wait_for_writes(timeout)
 
     def describe(self) -> dict:
-        info = dict(super().describe(), files=len(self.files))
+        fetched = self.fetched + (self._reader.fetched if self._reader is not None else 0)
+        info = dict(super().describe(), files=len(self.files), fetched_bytes=fetched)
         if self.head is not None:
             info["head_cache"] = {"hits": self.head.hits, "stored": self.head.stored}
         if self._first is not None:

@@ -46,8 +46,8 @@ class HubOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class HubRowPosition(Position, name="hub_row"):
-    """Just after row `row` (counted from 1) of row group `group` of file `file` (its place in the epoch's order)."""
+class HubRowPosition(Position, name="hub_row", version=2):
+    """Just after row `row` (counted from 1) of row group `group` of file `file` (its number in the listing)."""
 
     file: int
     group: int
@@ -80,13 +80,14 @@ class HubSource(Source):
         return dict(super().pinned(), revision=self.revision or self.spec.options.revision)
 
 
-def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords, strict: bool,
-             counted: int = 0, filtered: Filtered | None = None) -> Iterator[tuple[Document, object]]:
-    """(document, position after it) for the good rows of `rows` ((row, position after it) pairs from either Hub
-    reader), unsharded; `counted` rows came before. A row that does not pass the filter of `filtered` is counted
-    there; a row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` (or raises with `strict`); a
-    row without a string `id` is named `{dataset}#{row index}`."""
-    for row, after in rows:
+def iter_hub(rows: Iterator[tuple[dict, object, int]], dataset: str, bad: BadRecords, strict: bool,
+             counted: int = 0, filtered: Filtered | None = None) -> Iterator[tuple[Document, object, int]]:
+    """(document, position after it, its anchor) for the good rows of `rows` ((row, position after it, anchor) from
+    either Hub reader); `counted` rows this reader read came before. A row that does not pass the filter of
+    `filtered` is counted there; a row whose `text` is not a string is counted in `bad` as `{dataset}#row{n}` (or
+    raises with `strict`); a row without a string `id` is named `{dataset}#{row index}` (n and the index count the
+    rows this reader read)."""
+    for row, after, anchor in rows:
         counted += 1
         if filtered is not None and not filtered.passes(row, lambda: f"{dataset}#row{counted}"):
             continue
@@ -95,4 +96,5 @@ def iter_hub(rows: Iterator[tuple[dict, object]], dataset: str, bad: BadRecords,
             bad.reject(f"{dataset}#row{counted}", bad_text_reason(text), strict)
             continue
         rid = row.get("id")
-        yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{dataset}#{counted - 1}")), after
+        yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{dataset}#{counted - 1}")), after, \
+            anchor

@@ -14,7 +14,7 @@ local_files. A file that cannot be read to its end (truncated or corrupt compres
 error naming it and where reading stopped, never a stream that silently ends early.
 
 The `scan_*` functions are the readers themselves: they start at a saved position and report where
-each record ends, so `fwe bootstrap` can resume; the `iter_*` functions wrap them as Documents.
+each record ends, so `fwe bootstrap` can resume; sources.local_read reads a loader's pieces with them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import BinaryIO, Iterator
 import orjson
 
 from fwe_cli.errors import FweError, InputError, SourceError, os_error_line
-from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.where import Filtered, Where
@@ -47,9 +46,12 @@ _DECOMPRESS_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def read_lines(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[bytes, int, int]]:
-    """(line, its number, the byte offset just after it) for each line of `path` (gunzipped if .gz) from byte `start`
-    (just after line `lineno`): the positions a resume point records.
+def read_lines(path: str, start: int = 0, lineno: int = 0, end: int | None = None,
+               align: bool = False) -> Iterator[tuple[bytes, int, int, int]]:
+    """(line, its number, the byte offset just after it, the offset it begins at) for each line of `path` (gunzipped
+    if .gz) from byte `start` (just after line `lineno`): the positions a resume point records. `end`: only the lines
+    that begin before it. `align`: `start` may be inside a line, which then belongs to whoever reads from its
+    beginning: reading starts at the next line, and line numbers are unknown (0).
 
     A read that fails raises InputError (damaged compressed data) or SourceError (any other OSError), naming the file
     and the last line read whole."""
@@ -58,18 +60,31 @@ def read_lines(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[byt
     except OSError as exc:
         raise SourceError(os_error_line("open", path, exc)) from exc
     offset = start
+    numbered = not (align and start)
+    lineno = lineno if numbered else 0
     with handle:
         try:
-            if start:
+            if start and align:  # the line holding byte start - 1 began before `start`: it is not this reader's
+                handle.seek(start - 1)
+                offset = start - 1 + len(handle.readline())
+            elif start:
                 handle.seek(start)
             for line in handle:
-                lineno += 1
+                begin = offset
+                if end is not None and begin >= end:
+                    return
+                lineno += numbered
                 offset += len(line)
-                if lineno == 1 and line.startswith(UTF8_BOM):  # editors on Windows start files with one
+                if begin == 0 and line.startswith(UTF8_BOM):  # editors on Windows start files with one
                     line = line[len(UTF8_BOM):]
-                yield line, lineno, offset
+                yield line, lineno, offset, begin
         except (*_DECOMPRESS_ERRORS, OSError) as exc:
             raise _read_failure(path, handle, exc, lineno, offset) from exc
+
+
+def place(path: str, lineno: int, begin: int) -> str:
+    """A line's name: `path:N`, or `path:byteB` where its number is unknown (a reader that began mid-file)."""
+    return f"{path}:{lineno}" if lineno else f"{path}:byte{begin}"
 
 
 def _read_failure(path: str, handle: BinaryIO, exc: BaseException, lineno: int, offset: int) -> FweError:
@@ -87,10 +102,12 @@ def _read_failure(path: str, handle: BinaryIO, exc: BaseException, lineno: int, 
 
 
 def scan_jsonl(
-    path: str, bad: BadRecords, strict: bool, start: int = 0, lineno: int = 0
-) -> Iterator[tuple[dict, str, int, int, bytes]]:
-    """(record, text, lineno, end_offset, line) for each good record, from byte `start` (just after line `lineno`)."""
-    for line, lineno, offset in read_lines(path, start, lineno):
+    path: str, bad: BadRecords, strict: bool, start: int = 0, lineno: int = 0, end: int | None = None,
+    align: bool = False,
+) -> Iterator[tuple[dict, str, int, int, bytes, int]]:
+    """(record, text, lineno, end_offset, line, begin offset) for each good record, from byte `start` (just after
+    line `lineno`; `end`, `align`: see read_lines)."""
+    for line, lineno, offset, begin in read_lines(path, start, lineno, end, align):
         if line.isspace():  # not strip(), which copies every line: visible in a profile of a local bootstrap
             continue
         try:
@@ -100,20 +117,22 @@ def scan_jsonl(
         else:
             text = record.get("text") if isinstance(record, dict) else None
             if isinstance(text, str):
-                yield record, text, lineno, offset, line
+                yield record, text, lineno, offset, line, begin
                 continue
             reason = "not a JSON object" if not isinstance(record, dict) else (
                 "missing field 'text'" if "text" not in record else f"'text' is {type(text).__name__}, not a string"
             )
-        bad.reject(f"{path}:{lineno}", reason, strict)
+        bad.reject(place(path, lineno, begin), reason, strict)
 
 
-def scan_txt(path: str, start: int = 0, lineno: int = 0) -> Iterator[tuple[str, int, int]]:
-    """(text, lineno, end_offset) for each non-blank line, from byte `start` (just after line `lineno`)."""
-    for line, lineno, offset in read_lines(path, start, lineno):
+def scan_txt(path: str, start: int = 0, lineno: int = 0, end: int | None = None,
+             align: bool = False) -> Iterator[tuple[str, int, int, int]]:
+    """(text, lineno, end_offset, begin offset) for each non-blank line, from byte `start` (just after line
+    `lineno`; `end`, `align`: see read_lines)."""
+    for line, lineno, offset, begin in read_lines(path, start, lineno, end, align):
         text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
         if text.strip():
-            yield text, lineno, offset
+            yield text, lineno, offset, begin
 
 
 def scan_parquet(
@@ -187,7 +206,7 @@ def check_fields(path: str, where: Where) -> None:
     if path.endswith(JSONL_SUFFIXES):
         first = next(scan_jsonl(path, BadRecords(), False), None)
         if first is not None:
-            where.matches(first[0], lambda: f"{path}:{first[2]}")
+            where.matches(first[0], lambda: place(path, first[2], first[5]))
     elif path.endswith(".parquet"):
         import pyarrow.parquet as pq
 
@@ -201,45 +220,16 @@ def check_fields(path: str, where: Where) -> None:
 def passing_lines(records: Iterator[tuple], path: str, filtered: Filtered) -> Iterator[tuple]:
     """The items of scan_jsonl(path) whose record passes the filter of `filtered` (which counts the others)."""
     for item in records:
-        if filtered.passes(item[0], lambda: f"{path}:{item[2]}"):
+        if filtered.passes(item[0], lambda: place(path, item[2], item[5])):
             yield item
 
 
 @dataclass(frozen=True, slots=True)
-class FilePosition(Position, name="file"):
-    """Just after a document of local files: the file's number in the epoch's order, then for JSONL/TXT the byte
-    offset after the record and its line number, for parquet the rows read (twice)."""
+class FilePosition(Position, name="file", version=2):
+    """Just after a document of local files: the file's number in the listing, then for JSONL/TXT the byte offset
+    after the record and its line number (0: not known, for a reader that began mid-file), for parquet the rows of
+    the file read (twice)."""
 
     file: int
     offset: int
     line: int
-
-
-def iter_local(files: list[str], bad: BadRecords, strict: bool, start: FilePosition | None = None,
-               filtered: Filtered | None = None) -> Iterator[tuple[Document, FilePosition]]:
-    """(document, position just after it) for every document of `files` in order (unsharded) that passes the filter
-    of `filtered` (None: all), from `start`: a stream opened at a position continues with the next document without
-    reading what came before (a .gz is decompressed from its start up to the offset)."""
-    first, begin, lineno = (start.file, start.offset, start.line) if start is not None else (0, 0, 0)
-    where = filtered.where if filtered is not None else None
-    for number in range(first, len(files)):
-        path = files[number]
-        at, line = (begin, lineno) if number == first else (0, 0)
-        # The loader's path: wrapping scan_jsonl (one reader for the loader and bootstrap) costs nothing measurable
-        # against a loop of its own (runbooks/throughput.md).
-        if path.endswith(JSONL_SUFFIXES):
-            records = scan_jsonl(path, bad, strict, at, line)
-            if where is not None:  # (the unfiltered loop stays as it was: no test per record)
-                records = passing_lines(records, path, filtered)
-            for record, text, line, end, _raw in records:
-                rid = record.get("id")
-                yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(f"{path}:{line}")), \
-                    FilePosition(number, end, line)
-        elif path.endswith(".txt"):
-            for text, line, end in scan_txt(path, at, line):
-                yield Document(text=text, id=PlaceName(f"{path}:{line}")), FilePosition(number, end, line)
-        else:
-            for record, row in scan_parquet(path, bad, strict, start_row=at, filtered=filtered):
-                rid = record.get("id")
-                name = rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")
-                yield Document(text=record["text"], id=name), FilePosition(number, row, row)

@@ -2,17 +2,19 @@
 arithmetically (no random generator to replay): the child whose share so far lies furthest below its weight.
 
 Shares are of tokens (`by` tokens, the default: exact to each document's token count, so the mixture encodes its
-children's documents itself, once, and hands them on as ids) or of documents (`by` documents). Each child is ordered,
-shuffled and sharded by the rank's settings on its own (sources.order), so each rank mixes its own documents at the
-same ratio, and the choice depends only on what came before: the same order on any Q, doc batch, threads, backend
+children's documents itself, once, and hands them on as ids) or of documents (`by` documents). Each child is dealt,
+ordered and shuffled by the reader's settings on its own (its own units: sources.order), so each reader mixes its own
+documents at the same ratio, and the choice depends only on what came before: the same order on any Q, doc batch, threads, backend
 and resume. A child that ends either ends the mixture (`first_exhausted`) or starts over in its next epoch (`cycle`).
 
-Its position (`MixturePosition`) holds, for each child, the cursor of the last document taken from it and what the
-shares count so far; a stream opened at it takes the next document exactly as the uninterrupted one did.
+Its cursor (`MixtureCursor`) holds, for each child, the cursor of the last document taken from it and what the
+shares count so far; a stream opened at it takes the next document exactly as the uninterrupted one did. Any child
+may itself be a composite (a mixture of mixtures, a held-out split of a mix).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,9 +23,10 @@ from typing import Callable, Iterator
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.in_order import in_order
+from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.base import Emit, Source
-from fwe_cli.loader.elastic import ChildPlans
-from fwe_cli.loader.sources.order import StreamOrder, ordered, resume_from_json
+from fwe_cli.loader.sources.deal import dealt
+from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import Position
 
 BY = ("tokens", "documents")
@@ -59,62 +62,63 @@ class MixtureOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamCursor(Position, name="cursor"):
-    """A document of an ordered stream (sources.order's `resume`): its epoch, window's first index, the source's
-    position before the window, its place in the permuted window."""
-
-    epoch: int
-    index: int
-    at: Position | None
-    k: int
-
-    def resume(self) -> dict:
-        return {"epoch": self.epoch, "index": self.index, "at": self.at, "k": self.k}
-
-
-@dataclass(frozen=True, slots=True)
-class MixturePosition(Position, name="mixture"):
-    """For each child: the cursor of the last document taken from it (None before its first), and its share so far
-    (tokens or documents)."""
+class MixtureCursor(Position, name="mixture", version=2):
+    """Where a mixture's stream stands before one of its documents: for each child, the resume of the last document
+    taken from it (None before its first) and its share so far (tokens or documents); the child the document comes
+    from and its resume there."""
 
     cursors: tuple
     counts: tuple
+    child: int
+    at: Position
+
+
+@dataclass(frozen=True, slots=True)
+class MixturePlan(Position, name="mixture_plan"):
+    """What a changed world dealt this reader of each child (None: its fresh share)."""
+
+    children: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class MixtureFrontier(Position, name="mixture_frontier"):
+    """Where this reader stood in each child (None: it took nothing from it)."""
+
+    children: tuple
 
 
 class _Child:
-    """One child's ordered stream, its documents encoded ahead in chunks when the mixture counts tokens. It goes on
-    after its `cursor` (the last document taken from it), else, after a change of world size, from the start its
-    plan names (loader.elastic.ChildPlans), else from its first document."""
+    """One child's stream for this reader, its documents encoded ahead in chunks when the mixture counts tokens. It
+    goes on after its `cursor` (the last document taken from it), else from the beginning of its `plan` (what a
+    changed world dealt it) or of its share."""
 
-    def __init__(self, number: int, source: Source, order: StreamOrder, cursor: StreamCursor | None, cycle: bool,
-                 encode: Callable[[list[Document]], list[Document]] | None, pool: ThreadPoolExecutor | None,
+    def __init__(self, source: Source, order: StreamOrder, cursor: Position | None, plan: Position | None,
+                 cycle: bool, encode: Callable[[list[Document]], list[Document]] | None, pool: ThreadPoolExecutor | None,
                  threads: int):
-        plans = order.plan if isinstance(order.plan, ChildPlans) else None
-        start = cursor.resume() if cursor is not None else None
-        if start is None and plans is not None and plans.starts[number] is not None:
-            start = resume_from_json(plans.starts[number])
-            source.check_position(start["at"])
-        plan = plans.plan(number) if plans is not None else None
-        docs = ordered(lambda epoch, at: source.documents(epoch, at, order.files), order.shard, order.epochs,
-                       order.seed, order.window, start, plan) if not cycle else self._cycled(source, order, start, plan)
+        docs = source.stream(order, cursor, plan) if not cycle else self._cycled(source, order, cursor, plan)
         if cursor is not None:
             next(docs, None)  # the cursor's document was taken before
         self.docs = docs if encode is None else self._encoded(docs, encode, pool, threads)
 
     @staticmethod
-    def _cycled(source: Source, order: StreamOrder, start: dict | None, plan) -> Iterator[Document]:
-        """The child's documents epoch after epoch without end; it ends (and so does a mix that needs it) when an
-        epoch holds none."""
-        epoch = int(start["epoch"]) if start else 0
+    def _cycled(source: Source, order: StreamOrder, cursor: Position | None, plan) -> Iterator[Document]:
+        """The child's documents epoch after epoch without end. A reader whose share of an epoch holds none (a
+        source of fewer documents than readers) reads the whole epoch instead: a cycled source repeats by design.
+        It ends (and so does a mix that needs it) when an epoch holds no document at all."""
+        epoch = _epoch(cursor) if cursor is not None else getattr(plan, "epoch", 0)
         while True:
             found = False
-            for doc in ordered(lambda e, at: source.documents(e, at, order.files), order.shard, epoch + 1,
-                               order.seed, order.window, start if start else {"epoch": epoch}, plan):
-                found = True
-                yield doc
-            if not found:
+            for readers in (order.readers, Shard()):
+                this = dataclasses.replace(order, readers=readers, first=epoch, epochs=epoch + 1)
+                dealt = plan if readers is order.readers and getattr(plan, "epoch", None) == epoch else None
+                for doc in source.stream(this, cursor if readers is order.readers else None, dealt):
+                    found = True
+                    yield doc
+                if found or cursor is not None:
+                    break
+            if not found and cursor is None:
                 return
-            epoch, start = epoch + 1, None
+            epoch, cursor = epoch + 1, None
 
     @staticmethod
     def _encoded(docs: Iterator[Document], encode, pool, threads) -> Iterator[Document]:
@@ -126,13 +130,18 @@ class _Child:
             yield from encoded
 
 
+def _epoch(cursor: Position) -> int:
+    """The epoch of a child's cursor (a mixture's: that of the document's own child)."""
+    while isinstance(cursor, MixtureCursor):
+        cursor = cursor.at
+    return cursor.epoch
+
+
 class Mixture(Source):
     """The children's documents, one at a time from the child furthest below its share (see the module docstring)."""
 
     Options = MixtureOptions
     children_allowed = (1, None)
-    position_type = MixturePosition
-    orders_children = True
 
     @classmethod
     def check_spec(cls, spec) -> None:
@@ -176,13 +185,15 @@ class Mixture(Source):
         shares of tokens count each document's own."""
         self._tokenizer, self._threads = make, threads
 
-    def ordered(self, order: StreamOrder, start: dict | None) -> Iterator[Document]:
-        at: MixturePosition | None = start["at"] if start else None
-        index = int(start["index"]) if start else 0
-        cursors = list(at.cursors) if at else [None] * len(self.children)
-        self.counts = list(at.counts) if at else [0] * len(self.children)
+    def stream(self, order: StreamOrder, start: MixtureCursor | None,
+               plan: MixturePlan | None) -> Iterator[Document]:
+        """This reader's documents of each child (each dealt by its own units), mixed."""
+        n = len(self.children)
+        cursors = list(start.cursors) if start is not None else [None] * n
+        self.counts = list(start.counts) if start is not None else [0] * n
+        plans = plan.children if plan is not None else (None,) * n
         encode = self._encoder() if self.spec.options.by == "tokens" else None
-        streams = [_Child(i, child, order, cursors[i], stop == "cycle", encode, self._pool, self._threads)
+        streams = [_Child(child, order, cursors[i], plans[i], stop == "cycle", encode, self._pool, self._threads)
                    for i, (child, stop) in enumerate(zip(self.children, self.spec.options.stops))]
         while (c := self._next_child()) is not None:
             doc = next(streams[c].docs, None)
@@ -191,16 +202,40 @@ class Mixture(Source):
                     return
                 raise ConfigError(f"mix source #{c + 1} ({self.children[c].location(self.children[c].spec)}) has no "
                                   "document to cycle through")
-            before = MixturePosition(tuple(cursors), tuple(self.counts))
-            cursors[c] = StreamCursor(**doc.resume)
-            doc.child = (c, cursors[c])
+            before, counts = tuple(cursors), tuple(self.counts)
+            cursors[c] = doc.resume
             tokens = len(doc.ids) + 1 - doc.delivered if doc.ids is not None else None
             self.counts[c] += tokens if self.spec.options.by == "tokens" else 1
             self.documents_taken[c] += 1
             self.tokens_taken[c] += tokens or 0  # (by documents, texts are not encoded here: None in `realized`)
-            doc.resume = {"epoch": 0, "index": index, "at": before, "k": 0}
-            index += 1
+            doc.resume = MixtureCursor(before, counts, c, cursors[c])
             yield doc
+
+    def frontier(self, resume: MixtureCursor, delivered: int, tokens: int) -> MixtureFrontier:
+        """Each child's frontier: its own child's document `delivered` tokens in, the others' last document taken
+        before it delivered whole."""
+        return MixtureFrontier(tuple(
+            child.frontier(resume.at, delivered, tokens) if i == resume.child else
+            None if resume.cursors[i] is None else child.frontier(resume.cursors[i], 1, 1)
+            for i, child in enumerate(self.children)))
+
+    def plan_for(self, olds, readers) -> MixturePlan:
+        """Each child dealt again from its own frontiers (the mix's shares start afresh)."""
+        olds = [(dealt(self, plan), front) for plan, front in olds]
+        return MixturePlan(tuple(
+            child.plan_for([(plan.children[i] if plan is not None else None,
+                             front.children[i] if front is not None else None) for plan, front in olds], readers)
+            for i, child in enumerate(self.children)))
+
+    def check_resume(self, resume) -> None:
+        if resume is None:
+            return
+        if not isinstance(resume, MixtureCursor) or len(resume.cursors) != len(self.children):
+            raise ConfigError(f"the resume position {resume.to_json()} is not one of {self.location(self.spec)}: "
+                              "resume over the same sources, or start without the state")
+        for child, cursor in zip(self.children, resume.cursors):
+            child.check_resume(cursor)
+        self.children[resume.child].check_resume(resume.at)
 
     def _next_child(self) -> int | None:
         """The child whose count lies furthest below its share (the first of equals); None when no weight is set."""
@@ -231,17 +266,6 @@ class Mixture(Source):
         super().close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def child_frontiers(self, doc: Document, delivered: int, tokens: int) -> list[dict | None]:
-        """Each child's stand when a batch ended in `doc`: its own child's document `delivered` tokens in, the others'
-        last document before it delivered whole (see Source.child_frontiers)."""
-        own, cursor = doc.child
-        frontiers = []
-        for c, before in enumerate(doc.resume["at"].cursors):
-            at, done = (cursor, [delivered, tokens]) if c == own else (before, [1, 1])
-            frontiers.append(None if at is None else {"doc": at.resume(), "consumed": [at.epoch, at.index + at.k,
-                                                                                         *done]})
-        return frontiers
 
     # -- what the mix realized ---------------------------------------------------------------------------------------
     def realized(self) -> list[dict]:

@@ -1,18 +1,16 @@
-"""The order documents reach a rank in: epochs, the seeded shuffle, the shard, and where a stream resumes.
+"""The order documents reach a reader in: its share of each epoch, the shuffle's windows, and where a stream resumes.
 
-A source yields (document, position after it) pairs from a position it is opened at (`open_at(epoch, at)`; `at`
-None is the start of the epoch). This stage numbers the documents of the whole stream (`index`, every shard, good
-records only), groups them into windows of `window` consecutive documents (1 without a shuffle), permutes each
-window with a permutation that is a pure function of (seed, epoch, the window's first index), and keeps the
-documents whose position in that order the shard owns (i % mod == rem, or after a change of world size the plan of
-loader.elastic, which also says how many tokens of a document were delivered before: `Document.delivered`). So every
-rank sees a disjoint part of the same permutation, whatever its Q, doc batch or threads.
+A source with units (a leaf, or a composite of units such as a bootstrap and its Hub tail) is read here: for each
+epoch, the reader's spans (its fresh share of the epoch's line, or what a changed world dealt it: sources.deal), each
+read as pieces of that line (`Source.read`), nothing else. Without a shuffle documents come in line order. With one,
+the units were permuted (sources.units) and each run of `window` consecutive documents of a span is permuted by
+(seed, epoch, where the run begins on the line): a pure function of the data and the readers, never of Q, doc batch
+or threads.
 
-Each kept document carries `resume`: {"epoch", "index" (the window's first index), "at" (the source's position before
-the window, a sources.position value), "k" (the document's place in the permuted window)}; `resume_to_json` and
-`resume_from_json` are its JSON form. `ordered(..., start=doc.resume)` yields that
-document first: the window is read again from `at` (at most `window` documents) and permuted again, nothing before
-it is read.
+Each document carries its `Cursor`: the epoch, the span, the `Window` it is in (where reading starts to get that
+window again, how many documents it holds, where its last one lies) and its place in the permuted window. A stream
+opened at a cursor reads that window again (at most `window` documents) and yields that document first; what a
+reader leaves to another world follows from the cursor too (deal.leftover).
 """
 
 from __future__ import annotations
@@ -20,76 +18,131 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from itertools import islice
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.elastic import ElasticPlan, plain
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.position import Position, decode, encode
+from fwe_cli.loader.sources.deal import Share, Span, fresh
+from fwe_cli.loader.sources.position import Position
 
-T = TypeVar("T")
-Opener = Callable[[int, "Position | None"], Iterator[tuple[Document, "Position"]]]
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Window(Position, name="window"):
+    """A run of a span's documents permuted together (one document without a shuffle): read from line coordinate `x`
+    after position `at` (a floor in the unit `x` lies in; None: none), `n` documents, the last of which (in reading
+    order) is anchored at `end_x` with `end_at` its position after it."""
+
+    x: int
+    at: Position | None
+    n: int
+    end_x: int
+    end_at: Position | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor(Position, name="cursor", version=2):
+    """A document's place in a reader's stream: epoch, span number, window, place in the permuted window."""
+
+    epoch: int
+    span: int
+    window: Window
+    k: int
 
 
 @dataclass(frozen=True)
 class StreamOrder:
-    """How a rank's stream is ordered (what `ordered` takes besides the source): for a source that orders its
-    children itself (a mixture), each child by the same settings."""
+    """How a reader's stream is ordered: which reader it is, the epochs, the shuffle (seed, window)."""
 
-    shard: Shard
+    readers: Shard
     epochs: int
     seed: int | None
     window: int
-    files: Callable[[list, int], list]
-    """The files of an epoch in its order: (files, epoch) -> files."""
-    plan: ElasticPlan | None = None
+    first: int = 0
+    """The epoch a stream begins at when it starts afresh (a cycled source of a mixture, epoch after epoch)."""
+
+    @property
+    def size(self) -> int:
+        """Documents permuted together: the shuffle's window, 1 without a shuffle."""
+        return self.window if self.seed is not None else 1
 
 
-def permuted(items: Sequence[T], *key: object) -> list[T]:
-    """`items` in the order of a permutation fixed by `key` (string-seeded: the same on every platform and run)."""
-    order = list(items)
+def permuted(n: int, *key: object) -> list[int]:
+    """range(n) in the order of a permutation fixed by `key` (string-seeded: the same on every platform and run)."""
+    order = list(range(n))
     random.Random(":".join(map(str, key))).shuffle(order)
     return order
 
 
-def ordered(open_at: Opener, shard: Shard, epochs: int = 1, seed: int | None = None, window: int = 1,
-            start: dict | None = None, plan: ElasticPlan | None = None) -> Iterator[Document]:
-    """The shard's documents over `epochs`, shuffled in windows when `seed` is given, from `start` (a `resume`);
-    `plan`: which documents are the shard's after a change of world size (loader.elastic), else i % mod == rem."""
-    plan = plan or plain(shard)
-    start = start or {}
-    size = window if seed is not None else 1
-    epoch = int(start.get("epoch", 0))
-    while epoch < epochs:
-        first = epoch == int(start.get("epoch", 0))
-        at = start.get("at") if first else None
-        index = int(start.get("index", 0)) if first else 0
-        skip = int(start.get("k", 0)) if first else 0
-        docs = open_at(epoch, at)
-        if size == 1:
-            for doc, after in docs:
-                if plan.owns(epoch, index):
-                    doc.resume = {"epoch": epoch, "index": index, "at": at, "k": 0}
-                    doc.delivered = plan.delivered(epoch, index)
-                    yield doc
-                index, at = index + 1, after
-        else:
-            while block := list(islice(docs, size)):
-                for k, (doc, _after) in enumerate(permuted(block, "docs", seed, epoch, index)):
-                    if k >= skip and plan.owns(epoch, index + k):
-                        doc.resume = {"epoch": epoch, "index": index, "at": at, "k": k}
-                        doc.delivered = plan.delivered(epoch, index + k)
-                        yield doc
-                skip = 0
-                index, at = index + len(block), block[-1][1]
+def leaf_documents(source, order: StreamOrder, start: Cursor | None = None,
+                   share: Share | None = None) -> Iterator[Document]:
+    """The reader's documents of `source` over the epochs from `start` (a Cursor: that document first; None: from
+    the beginning of `share`'s epoch, else of epoch 0); `share`: the spans a changed world dealt this reader for its
+    epoch (None: the fresh share, every epoch). Each document carries its `resume` (Cursor) and the tokens of it
+    another world delivered (`delivered`)."""
+    for layout, epoch, number, span, here in spans(source, order, start, share):
+        yield from _span(source, layout, epoch, number, span, order, here)
+
+
+def spans(source, order: StreamOrder, start: Cursor | None = None, share: Share | None = None):
+    """(layout, epoch, span number, span, the cursor in it to start from or None) of each span the reader reads, in
+    order, from `start`'s (see leaf_documents)."""
+    epoch = start.epoch if start is not None else (share.epoch if share is not None else order.first)
+    while epoch < order.epochs:
+        layout = source.layout(epoch, order.seed)
+        mine = share.spans if share is not None and share.epoch == epoch else fresh(layout.total, order.readers)
+        here = start if start is not None and start.epoch == epoch else None
+        for number in range(here.span if here is not None else 0, len(mine)):
+            yield layout, epoch, number, mine[number], (here if here is not None and here.span == number else None)
         epoch += 1
 
 
-def resume_to_json(resume: dict) -> dict:
-    """A document's `resume` as JSON (its source position as its own object)."""
-    return dict(resume, at=encode(resume.get("at")))
+def _span(source, layout, epoch: int, number: int, span: Span, order: StreamOrder,
+          start: Cursor | None) -> Iterator[Document]:
+    """The documents of one span, window by window, from `start` (a cursor in it) or its beginning."""
+    x, at = (start.window.x, start.window.at) if start is not None else (span.lo, span.at)
+    reads = source.read(layout.pieces(x, span.hi), at)
+    size = order.size
+    while block := list(islice(reads, size)):
+        first = (x, at) == (span.lo, span.at)
+        _last, end_at, end_x = block[-1]
+        window = Window(x, at, len(block), end_x, end_at)
+        places = permuted(len(block), "docs", order.seed, epoch, x) if order.seed is not None else range(len(block))
+        begin = max(span.skip if first else 0, start.k if start is not None else 0)
+        for k in range(begin, len(block)):
+            doc = block[places[k]][0]
+            doc.resume = Cursor(epoch, number, window, k)
+            doc.delivered = span.delivered if first and k == span.skip else 0
+            yield doc
+        if span.rest:
+            return
+        start, x, at = None, end_x, end_at
 
 
-def resume_from_json(data: dict) -> dict:
-    """A `resume` read back from JSON: its source position typed again (ConfigError naming what does not fit)."""
-    return dict(data, at=decode(data.get("at")))
+def leaf_chunks(source, order: StreamOrder, start: Cursor | None,
+                read: Callable[[list, Position | None], Iterator]) -> Iterator[tuple[np.ndarray, np.ndarray, Callable]]:
+    """For a source of token ids read unshuffled, in its fresh share: (ids, each document's tokens, the cursor of
+    its document number j) per chunk, from `start`; `read(pieces, at)` gives (ids, tokens, anchors on the line,
+    position after document j) per chunk of those pieces (token_dir.read_token_chunks). A chunk's cursors are those
+    leaf_documents gives its documents."""
+    for layout, epoch, number, span, here in spans(source, order, start):
+        x, at = (here.window.x, here.window.at) if here is not None else (span.lo, span.at)
+        for ids, lengths, anchors, after in read(layout.pieces(x, span.hi), at):
+            yield ids, lengths, _chunk_cursors(epoch, number, x, at, anchors, after)
+            x, at = int(anchors[-1]), after(len(anchors) - 1)
+
+
+def _chunk_cursors(epoch: int, number: int, x: int, at: Position | None, anchors: np.ndarray,
+                   after: Callable[[int], Position]) -> Callable[[int], Cursor]:
+    """The cursor of document j of a chunk that begins at (x, at), each a window of one (the first made once: a
+    batch's position names it by identity)."""
+    first = Cursor(epoch, number, Window(x, at, 1, int(anchors[0]), after(0)), 0)
+
+    def cursor(j: int) -> Cursor:
+        if j == 0:
+            return first
+        return Cursor(epoch, number, Window(int(anchors[j - 1]), after(j - 1), 1, int(anchors[j]), after(j)), 0)
+
+    return cursor

@@ -123,6 +123,10 @@ class SourceSpec:
         """Why the tree's stream cannot be shuffled (its first node that cannot say), or None."""
         return next((why for node in self.walk() if (why := source_class(node).shuffle_refusal)), None)
 
+    def dealing_refusal(self) -> str | None:
+        """Why the tree's stream cannot be dealt to several readers (its first node that cannot), or None."""
+        return next((why for node in self.walk() if (why := source_class(node).dealing_refusal)), None)
+
     def location(self) -> str:
         """Where the documents come from, in a few words, for an error line."""
         return source_class(self).location(self)

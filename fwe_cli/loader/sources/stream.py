@@ -1,5 +1,6 @@
-"""`DocumentStream`: the shard's documents for a loader config, in stream order — the configured source (opened
-through the registry) ordered, shuffled and sharded by sources.order, from the start or from a saved position.
+"""`DocumentStream`: a reader's documents for a loader config, in stream order: the configured source (opened
+through the registry) read by its `stream` (sources.order for a source of units), its share dealt by the config's
+reader (`config.shard`), from the start, from a saved cursor, or from what a changed world dealt it.
 
     stream = DocumentStream(config)
     for doc in stream: ...            # Documents with `resume` set: DocumentStream(config, start=doc.resume)
@@ -11,41 +12,48 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
-from fwe_cli.loader.sources.order import StreamOrder, ordered, permuted
+from fwe_cli.loader.sources.fingerprint import check_tree, tree_summary
+from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.registry import open_source
 
 if TYPE_CHECKING:
     import numpy as np
 
     from fwe_cli.loader.config import LoaderConfig
-    from fwe_cli.loader.elastic import ElasticPlan
     from fwe_cli.loader.sources.base import Source
     from fwe_cli.loader.sources.position import Position
     from fwe_cli.loader.sources.token_manifest import ShardTokens
 
 
 class DocumentStream:
-    """The shard's documents for a config, in stream order, plus what was learned while reading.
+    """A reader's documents for a config, in stream order, plus what was learned while reading.
 
     Opening (which reader a local path needs, the file listing, the Hub handshake) happens on first use, inside the
     producer, so its cost is measured as part of the first batch and a hang there is caught by the loader's timeout.
     """
 
     def __init__(self, config: LoaderConfig, set_stage: Callable[[str], None] = lambda stage: None,
-                 mark: Callable[[str], None] = lambda name: None, start: dict | None = None,
-                 expect: dict | None = None, bad: BadRecords | None = None, plan: ElasticPlan | None = None):
+                 mark: Callable[[str], None] = lambda name: None, start: Position | None = None,
+                 expect: dict | None = None, bad: BadRecords | None = None, plan: Position | None = None,
+                 olds: list | None = None):
         self.config = config
         self.start = start
-        """A document's `resume`: the stream yields that document first (None: from the start)."""
+        """A document's `resume` (the source's cursor): the stream yields that document first (None: from the
+        start)."""
         self.expect = expect
-        """For a resumed stream: the files its positions were saved over (Source.fingerprint_tree), checked on
+        """For a resumed stream: the files its positions were saved over (fingerprint.tree_summary), checked on
         open."""
         self._set_stage = set_stage
         self._mark = mark
         self._bad = bad
         self.plan = plan
-        """Which documents are the shard's after a change of world size (loader.elastic); None: i % mod == rem."""
+        """What a changed world dealt this reader (Source.plan_for); None: its fresh share."""
+        self.olds = olds
+        """Until the source opens: the old readers (plan, frontier) a changed world continues, from which `plan` is
+        dealt (it needs the source's units)."""
         self._source: Source | None = None
+        self._identity: tuple[dict, dict] | None = None
+        self._opened = False
 
     @property
     def source(self) -> Source:
@@ -71,49 +79,47 @@ class DocumentStream:
             return {**self.config.source.to_json(), "opened": False}
         return self._source.describe()
 
-    def __iter__(self) -> Iterator[Document]:
+    def identity(self) -> tuple[dict, dict | None]:
+        """(the source tree as it pins itself, its files' summary) for a resume state: taken once the source has
+        opened (a stat of each file, once), the tree alone before."""
+        if self._identity is not None:
+            return self._identity
+        if not self._opened:
+            return self.source.pinned_tree(), None
+        self._identity = (self.source.pinned_tree(), tree_summary(self.source))
+        return self._identity
+
+    @property
+    def order(self) -> StreamOrder:
         c = self.config
-        start = self.start
-        if start and start.get("at") is not None:  # typed and checked as the source opens, before the first read
-            start = dict(start, at=self._typed(self._open(), start["at"]))
-        if self.source.orders_children:  # a mixture: each child ordered and sharded on its own, then mixed
-            order = StreamOrder(c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, self._epoch_order, self.plan)
-            docs = self._open().ordered(order, start)
-        else:
-            docs = ordered(self._open_at, c.shard, c.epochs, c.shuffle_seed, c.shuffle_window, start, self.plan)
-        for doc in docs:
+        return StreamOrder(c.shard, c.epochs, c.shuffle_seed, c.shuffle_window)
+
+    def __iter__(self) -> Iterator[Document]:
+        source = self._open()
+        for doc in source.stream(self.order, self.start, self.plan):
             self._mark("first_document")
             yield doc
 
     def _open(self) -> Source:
+        """The source, opened (`open`), then read: its first document is next."""
+        source = self.open()
+        self._mark("source_opened")
+        self._set_stage("reading first document")
+        return source
+
+    def open(self) -> Source:
+        """The source, opened (its resume cursor checked, its files against the state's, its plan dealt)."""
         source = self.source
         source.open(self._set_stage)
         if self.expect is not None:
-            source.check_fingerprints(self.expect)
+            check_tree(source, self.expect)
             self.expect = None
+        if self.start is not None:
+            source.check_resume(self.start)
+        if self.olds is not None:
+            self.plan, self.olds = source.plan_for(self.olds, self.config.shard), None
+        self._opened = True
         return source
-
-    def _open_at(self, epoch: int, at: Position | None) -> Iterator[tuple[Document, Position]]:
-        """(document, position after it) of the whole stream in epoch `epoch`'s file order, from position `at`."""
-        source = self._open()
-        docs = source.documents(epoch, at, self._epoch_order)
-        self._mark("source_opened")
-        self._set_stage("reading first document")
-        return docs
-
-    @staticmethod
-    def _typed(source: Source, at: Position | list | None) -> Position | None:
-        """A resume position checked to be `source`'s (one an fwe before typed positions saved, a list, read by the
-        source itself)."""
-        if isinstance(at, list):
-            at = source.legacy_position(at)
-        source.check_position(at)
-        return at
-
-    def _epoch_order(self, files: list, epoch: int) -> list:
-        """The files in epoch `epoch`'s order: as listed, or permuted by (shuffle seed, epoch)."""
-        seed = self.config.shuffle_seed
-        return files if seed is None else permuted(files, "files", seed, epoch)
 
     def pretokenized(self) -> ShardTokens | None:
         """For a token directory (fwe tokenize's output): its ShardTokens (eos id and vocab size from the manifest,
@@ -124,39 +130,27 @@ class DocumentStream:
         """The tokenizer the documents are encoded with: the config's, else the source's own."""
         return self.config.tokenizer or self.source.default_tokenizer()
 
-    def in_order(self) -> bool:
-        """Whether every document is read, in file order (one shard, no shuffle, no world change): a token
-        directory's stream is then served by `token_chunks`."""
-        return self.config.shard.mod == 1 and self.config.shuffle_seed is None and self.plan is None
-
-    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]] | None:
-        """For a source that reads token chunks (a token directory) and a stream read in order: (ids, first
-        document's `resume`, each document's tokens) per chunk of about `next(sizes)` tokens, over the epochs, from
-        `start` (see token_dir.iter_token_chunks); None for any other."""
-        if not self.in_order():
+    def token_chunks(self, sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, np.ndarray, Callable]] | None:
+        """For a source of token ids read unshuffled, as dealt afresh: (ids, each document's tokens, its cursor by
+        number in the chunk) per chunk of about `next(sizes)` tokens, from `start` (Source.token_chunks); None for
+        any other stream."""
+        if self.config.shuffle_seed is not None or self.plan is not None or self.olds is not None:
+            return None
+        if not self.source.reads_tokens:
             return None
         source = self._open()
-        start = self.start or {}
-        if start:
-            start = dict(start, at=self._typed(source, start.get("at")))
-        first_epoch = int(start.get("epoch", 0))
-        epochs = [source.token_chunks(epoch, start if epoch == first_epoch else None, sizes)
-                  for epoch in range(first_epoch, self.config.epochs)]
-        if any(chunks is None for chunks in epochs):
-            return None
-        self._mark("source_opened")
-        return self._chunks(epochs)
+        chunks = source.token_chunks(self.order, self.start, sizes)
+        return None if chunks is None else self._chunks(chunks)
 
-    def _chunks(self, epochs: list[Iterator]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
-        for chunks in epochs:
-            for chunk in chunks:
-                self._mark("first_document")
-                yield chunk
+    def _chunks(self, chunks: Iterator) -> Iterator[tuple[np.ndarray, np.ndarray, Callable]]:
+        for chunk in chunks:
+            self._mark("first_document")
+            yield chunk
 
     def first_batches(self, tokenizer: str):
-        """The kept first batches of a fresh, unsharded-in-time stream (Source.first_batches), or None: only for a
-        stream that starts at its beginning under no change of world size."""
-        if self.start is not None or self.plan is not None:
+        """The kept first batches of a fresh stream (Source.first_batches), or None: only for a stream that starts at
+        its beginning under no change of world size."""
+        if self.start is not None or self.plan is not None or self.olds is not None:
             return None
         return self.source.first_batches(self.config, tokenizer)
 

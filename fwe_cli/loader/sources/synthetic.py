@@ -1,7 +1,8 @@
 """Built-in offline data: deterministic FineWeb-Edu-shaped records.
 
-Record i depends only on (seed, i), so a shard generates just its own documents (the loader makes a document's
-text only when its shard keeps it) and any run, thread count or queue depth sees the same stream. Text is
+Record i depends only on (seed, i), so a reader generates just its own documents and any run, thread count or queue
+depth sees the same stream. An epoch is EPOCH_RECORDS records (more than any run reads), one unit of records that
+readers split like any source's (sources.units). Text is
 English-like prose from a Zipf-weighted vocabulary of ~800 common words (educational topics), in sentences and
 paragraphs with a title line, so a byte-level BPE such as GPT-2 spends about as much work per character as on real
 FineWeb-Edu (comparison in runbooks/throughput.md), and generating it costs far less than tokenizing it. Lengths are
@@ -22,9 +23,10 @@ import numpy as np
 
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.base import Order, Source
+from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.units import Piece, Unit
 from fwe_cli.loader.sources.where import check_where, filter_of, parse_where
 
 MEDIAN_CHARS = 2000
@@ -33,6 +35,10 @@ MAX_CHARS = 120_000
 MIN_CHARS = 60
 DUMPS = ("CC-MAIN-2013-20", "CC-MAIN-2017-04", "CC-MAIN-2019-35", "CC-MAIN-2021-43", "CC-MAIN-2024-10")
 DOMAINS = ("edu", "org", "gov", "com", "net")
+EPOCH_RECORDS = 1 << 30
+"""Records in one epoch of the stream (about 2 TB of text: no run reads it to its end)."""
+BLOCK_RECORDS = 1 << 16
+"""A shuffled epoch permutes blocks of this many records."""
 
 
 @lru_cache(maxsize=1)
@@ -146,6 +152,7 @@ class SyntheticSource(Source):
 
     Options = SyntheticOptions
     position_type = SyntheticPosition
+    block = BLOCK_RECORDS
 
     def __init__(self, spec, options):
         super().__init__(spec, options)
@@ -159,27 +166,30 @@ class SyntheticSource(Source):
         info = super().describe()
         return dict(info, **self.filtered.describe()) if self.filtered is not None else info
 
-    def documents(self, epoch: int, at: SyntheticPosition | None,
-                  order: Order) -> Iterator[tuple[Document, SyntheticPosition]]:
-        """Every document of the stream, each text made only when read: a shard makes just the documents it keeps
-        (with a filter, every record is made whole to be judged)."""
+    def units(self) -> list[Unit]:
+        return [Unit(0, 0, EPOCH_RECORDS)]
+
+    def read(self, pieces: list[Piece], at: SyntheticPosition | None) -> Iterator[tuple[Document, SyntheticPosition,
+                                                                                          int]]:
+        """The records of each piece, each text made only when read (with a filter, every record is made whole to be
+        judged)."""
         seed = self.spec.options.seed
-        if self.filtered is not None:
-            yield from self._passing(at.index if at else 0)
-            return
-        for index in itertools.count(at.index if at else 0):
-            yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), \
-                SyntheticPosition(index + 1)
+        for number, piece in enumerate(pieces):
+            first = max(piece.lo, at.index) if at is not None and number == 0 else piece.lo
+            if self.filtered is not None:
+                for index, record in self.passing_records(first, piece.hi):
+                    yield Document(text=record["text"], id=record["id"]), SyntheticPosition(index + 1), \
+                        piece.on_line(index)
+                continue
+            for index in range(first, piece.hi):
+                yield Document(text=functools.partial(_text_of, seed, index), id=_id(seed, index)), \
+                    SyntheticPosition(index + 1), piece.on_line(index)
 
-    def _passing(self, index: int) -> Iterator[tuple[Document, SyntheticPosition]]:
-        """The documents of the records that pass the filter, from record `index` on."""
-        for index, record in self.passing_records(index):
-            yield Document(text=record["text"], id=record["id"]), SyntheticPosition(index + 1)
-
-    def passing_records(self, index: int) -> Iterator[tuple[int, dict]]:
-        """(index, record) of each record from `index` on that passes the filter (the others counted)."""
+    def passing_records(self, index: int, end: int | None = None) -> Iterator[tuple[int, dict]]:
+        """(index, record) of each record from `index` on (up to `end`) that passes the filter (the others
+        counted)."""
         seed, filtered = self.spec.options.seed, self.filtered
-        for index in itertools.count(index):
+        for index in (itertools.count(index) if end is None else range(index, end)):
             record = synthetic_record(seed, index)
             if filtered.passes(record):
                 yield index, record

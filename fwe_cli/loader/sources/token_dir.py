@@ -6,11 +6,11 @@ and a `manifest.json`: {"format": "fwe-tokens/1", "tokenizer", "vocab_hash", "vo
 
 The text path's token stream is, per document, ids(doc) + [eos]. In a shard every document is preceded by eot, so
 for consecutive documents i..j-1 that stream is tokens[off[i]+1 : off[j]] + [eos]: the next document's leading eot
-is the previous one's trailing eos. `iter_token_docs` yields Documents whose `ids` are views into the shard (the
-order/shard/shuffle code is the text path's); `iter_token_chunks` serves a stream read in order (one shard, no
-shuffle) as one slice + one eos per chunk of many documents, with the same resume positions.
+is the previous one's trailing eos. `read_token_docs` yields Documents whose `ids` are views into the shard (the
+dealing and shuffle code is the text path's, a document anchored where its tokens begin); `read_token_chunks` serves
+a stream read unshuffled as one slice + one eos per chunk of many documents, with the same resume positions.
 
-Positions: `TokenPosition` (the shard's number in the epoch's order, documents of that shard read).
+Positions: `TokenPosition` (the shard's number in the listing, documents of that shard read).
 
 `--local-path` may also name the bootstrap a token directory was made from (`fwe bootstrap --tokenize T` writes
 OUT/tokens/): with --tokenizer T, and while those shards are complete and made from the bootstrap as it is now, the
@@ -22,23 +22,24 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from fwe_cli.errors import ConfigError, FweNotice, InputError
 from fwe_cli.loader.documents import Document, PlaceName
-from fwe_cli.loader.sources.base import Order
 from fwe_cli.loader.sources.file_sources import LocalPath
+from fwe_cli.loader.sources.order import leaf_chunks
 from fwe_cli.loader.sources.local_files import no_text, resolve_files
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.token_manifest import ShardTokens, bootstrap_tokens, resolve_shards, token_manifest
-from fwe_cli.loader.sources.token_shards import TOKENS_FORMAT, ShardFormatError, read_shard
+from fwe_cli.loader.sources.token_shards import HEADER_BYTES, TOKENS_FORMAT, ShardFormatError, read_shard
+from fwe_cli.loader.sources.units import Piece, Unit
 
 
 @dataclass(frozen=True, slots=True)
-class TokenPosition(Position, name="token_shard"):
-    """Just after document `document` (counted from 1) of shard `file` (its place in the epoch's order)."""
+class TokenPosition(Position, name="token_shard", version=2):
+    """Just after document `document` (counted from 1) of shard `file` (its number in the listing)."""
 
     file: int
     document: int
@@ -61,45 +62,60 @@ def _counts(files: list[str], tokens: ShardTokens) -> list[int]:
     return [by_name[os.path.basename(f)] for f in files]
 
 
-def iter_token_docs(files: list[str], tokens: ShardTokens,
-                    start: TokenPosition | None = None) -> Iterator[tuple[Document, TokenPosition]]:
-    """(document, position after it) for every document of the shards `files` in order, from `start`; a
-    document's `ids` are a view into its memory-mapped shard (no copy)."""
-    first, skip = (start.file, start.document) if start is not None else (0, 0)
-    for number, count in enumerate(_counts(files, tokens)):
-        if number < first:
-            continue
-        data, offsets = _open(files[number], count)
-        path = files[number]
-        for i in range(skip if number == first else 0, count):
+class _Shards:
+    """The shards read so far, memory-mapped (each opened once), with where each document's tokens begin in its file
+    (its anchor, sources.units)."""
+
+    def __init__(self, files: list[str], tokens: ShardTokens):
+        self.files, self.counts = files, _counts(files, tokens)
+        self._open: dict[int, tuple] = {}
+
+    def __getitem__(self, number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(tokens, offsets with the end appended, each document's anchor in bytes) of shard `number`."""
+        if number not in self._open:
+            data, offsets = _open(self.files[number], self.counts[number])
+            self._open = {number: (data, offsets, HEADER_BYTES + offsets[:-1] * data.dtype.itemsize)}
+        return self._open[number]
+
+    def documents(self, piece: Piece, at: TokenPosition | None) -> tuple[int, int]:
+        """The documents [first, end) of the piece's shard anchored in it, after `at` (of that shard) when given."""
+        anchors = self[piece.file][2]
+        first = int(np.searchsorted(anchors, piece.lo, side="left"))
+        end = int(np.searchsorted(anchors, piece.hi, side="left"))
+        return (max(first, at.document) if at is not None and at.file == piece.file else first), end
+
+
+def read_token_docs(shards: _Shards, pieces: list[Piece],
+                    at: TokenPosition | None) -> Iterator[tuple[Document, TokenPosition, int]]:
+    """(document, position after it, its anchor on the line) for the documents of `pieces`, those of the first
+    piece's shard after `at`; a document's `ids` are a view into its memory-mapped shard (no copy)."""
+    for number, piece in enumerate(pieces):
+        data, offsets, anchors = shards[piece.file]
+        path = shards.files[piece.file]
+        first, end = shards.documents(piece, at if number == 0 else None)
+        for i in range(first, end):
             yield Document(text="", id=PlaceName(f"{path}#{i}"), ids=data[offsets[i] + 1:offsets[i + 1]]), \
-                TokenPosition(number, i + 1)
+                TokenPosition(piece.file, i + 1), piece.on_line(int(anchors[i]))
 
 
-def iter_token_chunks(files: list[str], tokens: ShardTokens, epoch: int, start: dict | None,
-                      sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
-    """(ids, the first document's `resume`, each document's tokens) per chunk of consecutive documents of one epoch
-    read in order (one shard, no shuffle): ids = one slice of the shard + one eos, int32. Chunks end at document
-    boundaries, each about `next(sizes)` tokens (one document at least); `resume` is what sources.order gives that
-    document."""
-    at = (start or {}).get("at")
-    first, skip = (at.file, at.document) if at is not None else (0, 0)
-    index = int((start or {}).get("index", 0))
-    eos = tokens.eos_id
-    for number, count in enumerate(_counts(files, tokens)):
-        if number < first:
-            continue
-        data, offsets = _open(files[number], count)
-        i = skip if number == first else 0
-        while i < count:
+def read_token_chunks(shards: _Shards, pieces: list[Piece], at: TokenPosition | None, eos: int,
+                      sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, Callable]]:
+    """(ids, each document's tokens, each one's anchor on the line, its position after it by number) per chunk of
+    consecutive documents of `pieces` (from `at`, as read_token_docs): ids = one slice of the shard + one eos,
+    int32. Chunks end at document boundaries, each about `next(sizes)` tokens (one document at least)."""
+    for number, piece in enumerate(pieces):
+        data, offsets, anchors = shards[piece.file]
+        i, end = shards.documents(piece, at if number == 0 else None)
+        while i < end:
             j = int(np.searchsorted(offsets, offsets[i] + next(sizes), side="right")) - 1
-            j = min(max(j, i + 1), count)
+            j = min(max(j, i + 1), end)
             lo, hi = int(offsets[i]) + 1, int(offsets[j])
             ids = np.empty(hi - lo + 1, dtype=np.int32)
             ids[:-1] = data[lo:hi]
             ids[-1] = eos
-            yield ids, {"epoch": epoch, "index": index, "at": at, "k": 0}, np.diff(offsets[i:j + 1])
-            index, at, i = index + j - i, TokenPosition(number, j), j
+            yield ids, np.diff(offsets[i:j + 1]), piece.line + anchors[i:j] - piece.lo, \
+                (lambda k, i=i, file=piece.file: TokenPosition(file, i + k + 1))
+            i = j
 
 
 class TokenDir(LocalPath):
@@ -162,14 +178,22 @@ class TokenDir(LocalPath):
                               "no fields): filter the text it was made from, or drop --where")
         return resolve_shards(self.pretokenized(), self.options.allow_partial, self.options.verify_parts)
 
-    def documents(self, epoch: int, at: TokenPosition | None,
-                  order: Order) -> Iterator[tuple[Document, TokenPosition]]:
-        return iter_token_docs(order(self.files, epoch), self.pretokenized(), at)
+    def units(self) -> list[Unit]:
+        return [Unit(number, 0, os.path.getsize(path)) for number, path in enumerate(self.files)]
 
-    def token_chunks(self, epoch: int, start: dict | None,
-                     sizes: Iterator[int]) -> Iterator[tuple[np.ndarray, dict, np.ndarray]]:
-        """The epoch read in order (one shard, no shuffle): see `iter_token_chunks`."""
-        return iter_token_chunks(self.files, self.pretokenized(), epoch, start, sizes)
+    def _shards(self) -> _Shards:
+        if self.__dict__.get("_read") is None:
+            self._read = _Shards(self.files, self.pretokenized())
+        return self._read
+
+    def read(self, pieces: list[Piece], at: TokenPosition | None) -> Iterator[tuple[Document, TokenPosition, int]]:
+        return read_token_docs(self._shards(), pieces, at)
+
+    def token_chunks(self, order, start, sizes: Iterator[int]):
+        """The reader's documents read unshuffled, in chunks (sources.order.leaf_chunks)."""
+        eos = self.pretokenized().eos_id
+        return leaf_chunks(self, order, start, lambda pieces, at: read_token_chunks(self._shards(), pieces, at, eos,
+                                                                                    sizes))
 
     def describe(self) -> dict:
         moved = self.path != self.spec.options.local_path
