@@ -8,12 +8,14 @@ hold adjacent stretches: together exactly the rank's share, whatever its num_wor
 A share is a tuple of `Span`s; a fresh one is one span. When a world of readers stops (each saved where it is: its
 `Cursor`, sources.order) and another resumes, each old reader's `leftover` is a few spans: the rest of the window it
 was in (which a window's permutation makes no stretch: a `rest` span, read whole by one new reader), the rest of its
-span, its later spans. `redeal` lays every old reader's leftover end to end and gives new reader m its stretch of
-that, by the same rule: every document is delivered exactly once over both worlds, and a world may change again.
+span, its later spans. `Leftovers` lays every old reader's leftover end to end and gives new reader m its stretch
+of that, by the same rule: every document is delivered exactly once over both worlds, and a world may change again.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -73,27 +75,34 @@ def leftover(spans: tuple, cursor, delivered: int, tokens: int) -> list[Span]:
     return [s for s in out if s.rest or s.hi > s.lo]
 
 
-def redeal(left: Iterable[Span], readers: Shard) -> tuple[Span, ...]:
-    """New reader `readers.rem` of `readers.mod`'s stretch of the spans `left` laid end to end by weight: a plain
-    span is cut where the stretches meet (the part after a cut reads from the cut, the floor `at` stays with the
-    first part), a rest of a window goes whole to the reader whose stretch holds its start."""
-    spans = list(left)
-    total = sum(s.weight for s in spans)
-    r, n = readers.rem, readers.mod
-    a, b = r * total // n, (r + 1) * total // n
-    mine, c = [], 0
-    for s in spans:
-        w = s.weight
-        if s.rest:
-            if a <= c < b or (c == total and r == n - 1 and w == 0):
-                mine.append(s)
-        else:
-            lo, hi = max(a, c), min(b, c + w)
+class Leftovers:
+    """What a world left, laid end to end by weight, from which each reader of a new world takes its stretch by the
+    rule fresh shares follow: a plain span is cut where stretches meet (the part after a cut reads from the cut, the
+    floor `at` stays with the first part), a rest of a window goes whole to the reader whose stretch holds its start.
+    Made once, it deals any reader in O(log n) plus its own spans."""
+
+    def __init__(self, spans: Iterable[Span]):
+        self.spans = [s for s in spans]
+        self.starts = list(itertools.accumulate((s.weight for s in self.spans), initial=0))
+
+    def share(self, readers: Shard) -> tuple[Span, ...]:
+        """Reader `readers.rem` of `readers.mod`'s spans."""
+        total, r, n = self.starts[-1], readers.rem, readers.mod
+        a, b = r * total // n, (r + 1) * total // n
+        mine = []
+        for i in range(max(bisect.bisect_right(self.starts, a) - 1, 0), len(self.spans)):
+            s, c = self.spans[i], self.starts[i]
+            if c >= b:
+                break
+            if s.rest:
+                if a <= c:
+                    mine.append(s)
+                continue
+            lo, hi = max(a, c), min(b, c + s.weight)
             if lo < hi:
                 start = s.lo + lo - c
                 mine.append(Span(start, s.lo + hi - c, s.at if start == s.lo else None))
-        c += w
-    return tuple(mine)
+        return tuple(mine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +133,8 @@ def dealt(source, plan: Position | None) -> Position | None:
 def leaf_share(source, olds: list[tuple[Share | None, Frontier | None]], readers: Shard) -> Share:
     """The share of reader `readers` of a new world that continues the old readers of `source`, each given as (the
     share it was dealt, None for its fresh one; its frontier, None when it delivered nothing), in their order: every
-    old reader's leftover (in the one epoch they were all in) dealt again (`redeal`). ConfigError when they were in
-    different epochs."""
+    old reader's leftover (in the one epoch they were all in) dealt again (`Leftovers`). ConfigError when they were
+    in different epochs."""
     from fwe_cli.errors import ConfigError
 
     olds = [(dealt(source, share), front) for share, front in olds]
@@ -144,4 +153,4 @@ def leaf_share(source, olds: list[tuple[Share | None, Frontier | None]], readers
             total = sum(u.hi - u.lo for u in source.units()) if total is None else total  # the line's length
             spans = fresh(total, Shard(len(olds), number))
         left += list(spans) if front is None else leftover(spans, front.cursor, front.delivered, front.tokens)
-    return Share(epoch, redeal(left, readers))
+    return Share(epoch, Leftovers(left).share(readers))

@@ -9,8 +9,8 @@ is, not re-encoded), and after each record a position from which a later run con
     hub        {"index", "rows", "state"}          rows read, and `datasets`' own state_dict when it has one
 
 `index` counts the good records of the whole stream (every shard); record i belongs to the shard that
-`Shard.owns(i)`, the same rule as the loader, so a bootstrap shard holds exactly the documents the loader gives
-that rank. Each kind's Source makes its own Records (`Source.records`):
+`Shard.owns(i)` (i % mod == rem: a node of `fwe bootstrap`; the loader deals its readers by units instead,
+sources.deal). Each kind's Source makes its own Records (`Source.records`):
 
     records = open_source(spec, ReadOptions(strict=False)).records(shard)
     for record, line in records:       # line: the source's JSONL bytes, or None where there is none
