@@ -75,6 +75,7 @@ SLOW = (
     "tests/test_readme_commands.py",
     "tests/benchmarks/test_bench_hub_start.py",
     "tests/benchmarks/test_bench_memory.py",
+    "tests/benchmarks/test_bench_reader_share.py",
     "tests/benchmarks/test_bench_throughput.py",
     "tests/benchmarks/test_bench_token_path.py",
     "tests/benchmarks/test_bench_tokenize_scale.py",
@@ -127,6 +128,7 @@ SLOW = (
     # DataLoader workers that raised: torchdata waits out its join timeout for each (5 s a worker)
     "tests/train/test_torch_dataset.py::test_a_changed_num_workers_or_world_size_is_refused_naming_both",
     "tests/loader/test_gpt2_offline.py::test_ids_equal_tiktokens_gpt2_on_generated_text",
+    "tests/loader/test_readers.py::test_three_dataloader_workers_deliver_every_document_once",
     "tests/loader/test_head_tail.py::test_a_state_before_or_after_the_boundary_resumes_exactly_in_a_fresh_process",
     "tests/loader/test_head_tail.py::test_grow_after_a_kill_9_verifies_and_the_next_run_continues",
     "tests/loader/test_resume.py::test_smoke_save_state_then_resume_state_in_fresh_processes",

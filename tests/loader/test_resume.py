@@ -134,7 +134,8 @@ def test_native_hub_reader_resumes_exactly_and_pins_the_commit(hub_env):
 
 def test_state_refuses_other_settings_naming_them(local_files):
     """A state saved with one batch shape, tokenizer, shard, shuffle or set of files is refused by a loader with
-    another, and the error names the setting; an unknown version is refused too."""
+    another, and the error names the setting; an unknown version is refused too, and one of an fwe that read every
+    document on every rank (version 3) in one line naming its version."""
     base = dict(env={}, local_path=str(local_files / "jsonl"), tokenizer="byte", seq_len=256, batch_size=4)
     _, state = pull(resolve_config(**base), 2)
     for change, name in (({"seq_len": 128}, "seq_len"), ({"tokenizer": "gpt2"}, "tokenizer"),
@@ -144,6 +145,9 @@ def test_state_refuses_other_settings_naming_them(local_files):
             FineWebLoader(resolve_config(**{**base, **change}), state=state)
     with pytest.raises(ConfigError, match="not a fwe loader resume state"):
         FineWebLoader(resolve_config(**base), state={"version": 99})
+    old = dict(state, version=3, position={"doc": {"epoch": 0, "index": 7, "at": None, "k": 0}, "skip": 3})
+    with pytest.raises(ConfigError, match=r"^the resume state is of version 3, .* start without it"):
+        FineWebLoader(resolve_config(**base), state=old)
 
 
 def test_load_state_dict_restarts_an_existing_loader(local_files):
