@@ -7,7 +7,9 @@ Each rank joins a gloo (CPU) process group and trains twice: in file order, then
 time it builds its loader from `resolve_config` with NO shard flags (the shard comes from torchrun's RANK and
 WORLD_SIZE), takes every batch with `for batch in loader:`, makes a toy model step whose gradient is all-reduced, and
 writes OUT_DIR/plain/rank{r}.json (then OUT_DIR/shuffled/rank{r}.json): the documents it saw, its shard, shard_from
-and step count. With `--hub`, each rank then reads the Hub at HF_ENDPOINT natively with an HF_HOME of its own
+and step count. Then it trains over a file whose second half holds more tokens per byte (its shares are dealt by
+bytes, so rank 1 has more batches) through `fwe_cli.train.lockstep`, and writes OUT_DIR/lockstep/rank{r}.json: the
+batches its share holds and the steps it took. With `--hub`, each rank then reads the Hub at HF_ENDPOINT natively with an HF_HOME of its own
 (OUT_DIR/hub/hf_home_rank{r}, so that only rank 0's broadcast can spare a rank the Hub's metadata): a loader with no
 shard flags takes one batch and closes, then a second one does the same (a warm start: the listing is cached), and
 OUT_DIR/hub/rank{r}.json records the commit and files each read and its batch's documents. With `-- FWE_ARGS`, each
@@ -52,6 +54,7 @@ def main(data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_seed: i
     for name, seed in (("plain", None), ("shuffled", shuffle_seed)):
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         train(dist, data, os.path.join(out_dir, name), seq_len, batch_size, seed)
+    train_in_lockstep(dist, os.path.join(out_dir, "lockstep"), seq_len, batch_size)
     if hub:
         read_hub_twice(dist.get_rank(), os.path.join(out_dir, "hub"))
     if fwe_args:
@@ -95,6 +98,38 @@ def train(dist, data: str, out_dir: str, seq_len: int, batch_size: int, shuffle_
               "docs": decode_documents(batches) if batches else []}
     with open(f"{out_dir}/rank{rank}.json", "w", encoding="utf-8") as handle:
         json.dump(report, handle)
+
+
+def train_in_lockstep(dist, out_dir: str, seq_len: int, batch_size: int) -> None:
+    """Uneven shares (the file's first half holds 2 bytes a token: newlines, escaped in JSON), trained through
+    lockstep: every rank steps as often as the rank with the fewest batches, none all-reduces alone."""
+    import torch
+
+    import orjson
+
+    from fwe_cli.loader import FineWebLoader, resolve_config
+    from fwe_cli.train.lockstep import lockstep
+
+    rank = dist.get_rank()
+    os.makedirs(out_dir, exist_ok=True)
+    data = os.path.join(out_dir, f"uneven_rank{rank}.jsonl")  # the same bytes on every rank, each its own copy
+    with open(data, "wb") as handle:
+        for i in range(64):
+            handle.write(orjson.dumps({"text": ("\n" if i < 32 else "x") * 40 + f" {i}"}) + b"\n")
+    config = resolve_config(source="local", local_path=data, tokenizer="byte", seq_len=seq_len,
+                            batch_size=batch_size, loader_timeout=120.0)
+    with FineWebLoader(config) as loader:
+        available = sum(1 for _ in loader)
+    weight = torch.zeros(1)
+    steps = 0
+    with FineWebLoader(config) as loader:
+        for _batch in lockstep(loader):
+            grad = torch.ones(1)
+            dist.all_reduce(grad)  # what DDP's backward does: every rank must take part
+            weight -= grad
+            steps += 1
+    with open(f"{out_dir}/rank{rank}.json", "w", encoding="utf-8") as handle:
+        json.dump({"rank": rank, "available": available, "steps": steps, "weight": float(weight[0])}, handle)
 
 
 def read_hub_twice(rank: int, out_dir: str) -> None:

@@ -118,6 +118,17 @@ def test_torchrun_training_loop_with_shuffle_splits_one_permutation(job):
     assert set(reports[0]["docs"]) | set(reports[1]["docs"]) == set(DOCS)
 
 
+def test_lockstep_ends_every_rank_at_the_step_the_first_rank_runs_out(job):
+    """Two torchrun ranks with uneven shares (the file's first half holds twice the bytes per token: rank 1's share
+    has more batches) trained through fwe_cli.train.lockstep: both take as many steps as the rank with the fewest
+    batches, each all-reduce answered by both (their weights agree), none left waiting."""
+    reports = [json.loads((job / "out" / "lockstep" / f"rank{r}.json").read_text()) for r in range(2)]
+    available = [report["available"] for report in reports]
+    assert available[0] < available[1]
+    assert [report["steps"] for report in reports] == [min(available)] * 2
+    assert reports[0]["weight"] == reports[1]["weight"] == -2.0 * min(available)
+
+
 def test_torchrun_smoke_ranks_save_disjoint_documents(job):
     """`python -m fwe_cli smoke --save-batches out_{rank}.npz` with no shard flags in each torchrun rank's
     environment (as `torchrun -m fwe_cli smoke` runs it): each rank exits 0 and saves its own file, and the two
