@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 by_step[f"{step_s * 1e3:g}"] = summarise(runs["local"], runs["head_tail"], rtt_s, tokenize_s)
                 say(f"step {step_s * 1e3:g} ms: {by_step[f'{step_s * 1e3:g}']}")
             identical = {}
-            for label, extra in (("no_shard", {}), ("shard_1_of_3", {"shard_mod": 3, "shard_rem": 1}),
+            for label, extra in (("no_shard", {}), ("reader_0_of_3", {"shard_mod": 3, "shard_rem": 0}),
                                  ("shuffled", {"shuffle_seed": shuffle_seed(4), "shuffle_window": 256})):
                 with hub_env(proxy.url, work / f"home{next(homes)}"):
                     joined = run_loader({"tokenizer": args.tokenizer, "local_path": str(head), "tail": "hub", **extra},
