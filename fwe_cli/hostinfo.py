@@ -18,6 +18,15 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def node_share(env=None) -> int:
+    """This process's share of the usable cores where a launcher started it beside others on its node (torchrun's
+    LOCAL_WORLD_SIZE of them, when they share one affinity mask), at least one."""
+    env = os.environ if env is None else env
+    raw = env.get("LOCAL_WORLD_SIZE", "").strip()
+    local = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+    return max(1, usable_cores() // local)
+
+
 def host_facts(disk_path: str = ".") -> dict:
     vm = psutil.virtual_memory()
     try:

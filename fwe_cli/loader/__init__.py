@@ -7,10 +7,11 @@
         for batch in loader:      # numpy int32 [batch_size, seq_len]
             ...
 
-Stages, one module each: `sources/` (documents from hub, local files or synthetic, sharded), `tokenization/`
-(the `tokenizers` and tiktoken backends), `packing`, `pipeline` (the producer), `prefetch` (the bounded
-background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution;
-`torch_dataset` is the loader as a torch IterableDataset (FineWebDataset, needs torch).
+Stages, one module each: `sources/` (documents from hub, local files or synthetic, each reader dealt its own),
+`tokenization/` (the `tokenizers` and tiktoken backends), `packing`, `pipeline` (the producer), `prefetch` (the
+bounded background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution.
+`FineWebDataset` (the loader as a torch IterableDataset, needs torch) lives with the other trainer adapters in
+fwe_cli.train and is re-exported here.
 The public names below are imported on first use, so `import fwe_cli.loader.config` stays cheap.
 """
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 _PUBLIC = {
     "FineWebLoader": "fwe_cli.loader.fineweb_loader",
-    "FineWebDataset": "fwe_cli.loader.torch_dataset",
+    "FineWebDataset": "fwe_cli.train.torch_dataset",
     "LoaderConfig": "fwe_cli.loader.config",
     "Shard": "fwe_cli.loader.config",
     "resolve_config": "fwe_cli.loader.config",
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from fwe_cli.errors import ConfigError, FweError, LoaderError, LoaderTimeout, SourceError
     from fwe_cli.loader.config import LoaderConfig, Shard, resolve_config
     from fwe_cli.loader.fineweb_loader import FineWebLoader
-    from fwe_cli.loader.torch_dataset import FineWebDataset
+    from fwe_cli.train.torch_dataset import FineWebDataset  # a lazy re-export (fwe_cli.train is above the loader)
 
 
 def __getattr__(name: str):

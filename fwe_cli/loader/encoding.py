@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from fwe_cli.hostinfo import usable_cores
+from fwe_cli.hostinfo import node_share
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.token_manifest import BACKEND, ShardTokens
 from fwe_cli.loader.tokenization.doc_ends import DocEnds
@@ -27,12 +27,14 @@ from fwe_cli.loader.tokenization.doc_ends import DocEnds
 MAX_AUTO_THREADS = 8
 
 
-def effective_threads(config) -> int:
-    """tokenizer_threads, or one per usable core (capped): both backends release the GIL while they encode, so
-    threads scale with cores, and more threads than cores only add switching (figures: runbooks/throughput.md).
-    Threads only: nothing here forks (a fork after a tokenizer has started its Rust thread pool can deadlock the
-    child)."""
-    return config.tokenizer_threads or min(MAX_AUTO_THREADS, usable_cores())
+def effective_threads(config, workers: int = 1) -> int:
+    """tokenizer_threads, or one per core of this process's share of its node (hostinfo.node_share: the ranks
+    torchrun started on it share its cores), capped, then split among the rank's `workers` (DataLoader workers):
+    both backends release the GIL while they encode, so threads scale with cores, and more threads than cores only
+    add switching (figures: runbooks/throughput.md). Threads only: nothing here forks (a fork after a tokenizer has
+    started its Rust thread pool can deadlock the child)."""
+    budget = config.tokenizer_threads or min(MAX_AUTO_THREADS, node_share())
+    return max(1, budget // max(1, workers))
 
 
 class Encoded(NamedTuple):
@@ -91,7 +93,7 @@ class BatchEncoder:
     def __call__(self, docs: list[Document]) -> Encoded:
         t0 = time.perf_counter()
         backend = BACKEND if self.shards else current_backend(self.tokenizer)
-        if self.shards or docs[0].ids is not None or any(d.delivered for d in docs):
+        if self.shards or any(d.ids is not None or d.delivered for d in docs):  # (a mix: token ids beside text)
             encoded = self._one_by_one(docs, backend)
         else:
             ids, lengths = self._ends.encode(backend, [d.text for d in docs])
@@ -113,7 +115,8 @@ class BatchEncoder:
                     part = np.concatenate((self._delimiter, part[:-1]))
             parts.append(part[doc.delivered:])
         ids = np.concatenate(parts).astype(np.int32, copy=False)
-        return Encoded(ids, np.array([len(p) for p in parts], np.int64), np.array([d.delivered for d in docs], np.int64))
+        lengths = np.array([len(p) for p in parts], np.int64)
+        return Encoded(ids, lengths, np.array([d.delivered for d in docs], np.int64))
 
     def texts_ids(self, texts: list[str]) -> list[np.ndarray]:
         """Each text's ids, without its end-of-text (what a source that counts tokens keeps on its documents)."""

@@ -100,7 +100,7 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
     refuse_mix(env, "fwe tokenize writes the token shards of one source")
     split = resolve_split(task, tasks, env)
     if threads is None:
-        threads = task_threads(split, env, usable_cores())
+        threads = task_threads(split, env)
     given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records,
              "holdout": holdout, "holdout_split": holdout_split}
     return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force, split=split,

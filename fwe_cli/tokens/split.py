@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from fwe_cli.errors import ConfigError
+from fwe_cli.hostinfo import node_share
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.sources.deal import Share, Span
 from fwe_cli.tokens.layout import TASKS_DIR
@@ -85,13 +86,12 @@ def resolve_split(task: int | None, tasks: int | None, env: Mapping[str, str]) -
     return TaskSplit()
 
 
-def task_threads(split: TaskSplit, env: Mapping[str, str], cores: int) -> int | None:
+def task_threads(split: TaskSplit, env: Mapping[str, str]) -> int | None:
     """Encoding threads for a task torchrun started beside others on its node (LOCAL_WORLD_SIZE of them): its
-    share of the `cores`; None (one per core) otherwise."""
-    raw = env.get("LOCAL_WORLD_SIZE", "").strip() if split.origin == "torchrun" else ""
-    if not raw.isdigit() or int(raw) < 1:
+    share of the cores (hostinfo.node_share); None (one per core) otherwise."""
+    if split.origin != "torchrun" or not env.get("LOCAL_WORLD_SIZE", "").strip():
         return None
-    return max(1, cores // int(raw))
+    return node_share(env)
 
 
 def span_bytes(shard_tokens: int) -> int:

@@ -71,7 +71,7 @@ def stage_dataset(args, stateful: bool = True) -> dict:
         def __iter__(self):
             told = False
             for batch in super().__iter__():
-                if not told and tokenizer_settled(self._loader.pipeline.tokenizer):  # this pass's loader
+                if not told and tokenizer_settled(self._pass.loader.pipeline.tokenizer):  # this pass's loader
                     with settled.get_lock():
                         settled.value += 1
                     told = True

@@ -84,13 +84,17 @@ def test_a_bad_split_is_one_line_naming_the_flag_or_variable(env, flags, needle)
         resolve_split(*flags, env)
 
 
-def test_torchrun_tasks_of_one_node_share_its_cores():
+def test_torchrun_tasks_of_one_node_share_its_cores(monkeypatch):
     """Under torchrun, LOCAL_WORLD_SIZE tasks run on each node: each encodes on its share of the cores (the flag
     still wins); elsewhere a task takes every core."""
+    import fwe_cli.hostinfo as hostinfo
+
     torchrun = {"RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4"}
-    assert task_threads(resolve_split(None, None, torchrun), torchrun, 16) == 4
-    assert task_threads(resolve_split(None, None, torchrun), torchrun, 2) == 1
-    assert task_threads(TaskSplit(1, 8, "flags"), torchrun, 16) is None
+    monkeypatch.setattr(hostinfo, "usable_cores", lambda: 16)
+    assert task_threads(resolve_split(None, None, torchrun), torchrun) == 4
+    assert task_threads(TaskSplit(1, 8, "flags"), torchrun) is None
+    monkeypatch.setattr(hostinfo, "usable_cores", lambda: 2)
+    assert task_threads(resolve_split(None, None, torchrun), torchrun) == 1
     config = tokenize_config("src", "out", "byte", threads=3, env=torchrun)
     assert config.threads == 3 and config.split == TaskSplit(1, 8, "torchrun")
     assert config.split.out("/o") == "/o/tasks/00001-of-00008" and TaskSplit().out("/o") == "/o"

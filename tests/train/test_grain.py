@@ -17,7 +17,7 @@ grain = pytest.importorskip("grain")
 from fwe_cli.errors import ConfigError  # noqa: E402
 from fwe_cli.loader import FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.loader.shard import Shard  # noqa: E402
-from fwe_cli.train.grain_dataset import STATE_EVERY, FineWebIterDataset, worker_shard  # noqa: E402
+from fwe_cli.train.grain_dataset import FineWebIterDataset, worker_shard  # noqa: E402
 from tests.helpers import REPO_ROOT, fwe_env  # noqa: E402
 from tests.train.grain_pipeline import pipeline, take  # noqa: E402
 
@@ -55,8 +55,8 @@ def test_two_mp_prefetch_workers_resume_from_get_state_in_a_fresh_process(tmp_pa
 
 
 def test_each_worker_reads_its_own_documents_of_its_rank():
-    """Rank 1 of 2 with 2 workers: worker i reads the documents of Shard(4, 1 + 2i) (rank's share × workers), so the
-    pipeline's batches are those two shards' batches in turn, and no document is read by two workers; the worker
+    """Rank 1 of 2 with 2 workers: worker i is reader 2 + i of 4 (rank × workers + worker: train.state), so the
+    pipeline's batches are those two readers' batches in turn, and no document is read by two workers; the worker
     processes are gone once the iterator is closed."""
     config = tiny(shard=Shard(2, 1))
     before = set(multiprocessing.active_children())
@@ -67,7 +67,7 @@ def test_each_worker_reads_its_own_documents_of_its_rank():
     finally:
         iterator.close()
     assert set(multiprocessing.active_children()) - before == set()  # close() joined them (active_children reaps)
-    first = loader_batches(config.replace(shard=Shard(4, 1)), 4)
+    first = loader_batches(config.replace(shard=Shard(4, 2)), 4)
     second = loader_batches(config.replace(shard=Shard(4, 3)), 4)
     expected = [batch for pair in zip(first, second) for batch in pair]
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
@@ -75,10 +75,9 @@ def test_each_worker_reads_its_own_documents_of_its_rank():
 
 @pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 7])
 def test_an_iterator_resumes_exactly_at_any_batch(k):
-    """In one process, without workers: the state after k batches (k = 0 too: taken before the loader starts; the
-    loader's own state taken every 3 batches, so k falls on one, just after one, and between) set on a new iterator
-    gives the batches that followed it, identical to a plain FineWebLoader's."""
-    dataset = FineWebIterDataset(tiny(), state_every=3)
+    """In one process, without workers: the state after k batches (k = 0 too: taken before the loader starts) set on
+    a new iterator gives the batches that followed it, identical to a plain FineWebLoader's."""
+    dataset = FineWebIterDataset(tiny())
     whole = loader_batches(tiny(), 10)
     first = iter(dataset)
     assert [np.array_equal(next(first), b) for b in whole[:k]] == [True] * k
@@ -92,11 +91,10 @@ def test_an_iterator_resumes_exactly_at_any_batch(k):
 
 def test_rows_feed_grains_own_batch_and_resume_in_the_middle_of_a_batch():
     """With rows=True the elements are fwe's rows in order (Grain's `.batch()` groups them); a state taken in the middle
-    of one of fwe's batches (after the loader's own state was taken, at the end of the second) resumes at the next
-    row."""
+    of one of fwe's batches resumes at the next row."""
     config = tiny(batch_size=3)
     rows = np.concatenate(loader_batches(config, 4))  # 12 rows
-    dataset = FineWebIterDataset(config, rows=True, state_every=2).batch(2)
+    dataset = FineWebIterDataset(config, rows=True).batch(2)
     first = iter(dataset)
     head = [next(first) for _ in range(4)]  # 8 rows: two rows into fwe's third batch
     state = first.get_state()
@@ -109,38 +107,35 @@ def test_rows_feed_grains_own_batch_and_resume_in_the_middle_of_a_batch():
     second.close()
 
 
-@pytest.mark.parametrize("state_every", [1, STATE_EVERY])
-def test_a_state_of_another_worker_layout_is_refused_naming_the_shard(state_every):
-    """A worker's state set on a worker of another layout (3 workers instead of 2) is refused on the next element,
-    naming the shard setting and both values, instead of reading another worker's documents: also a state taken
-    before the loader's own first take (it counts from the start as that loader named it)."""
-    saved = FineWebIterDataset(tiny(), state_every=state_every)
+@pytest.mark.parametrize("taken", [0, 1])
+def test_a_state_of_another_worker_layout_is_refused_naming_both(taken):
+    """A worker's state set on a worker of another layout (3 workers instead of 2) is refused, naming both layouts,
+    instead of reading another worker's documents: one taken after a batch, or before the loader started."""
+    saved = FineWebIterDataset(tiny())
     saved.set_slice(slice(1, None, 2))
     first = iter(saved)
-    next(first)
+    for _ in range(taken):
+        next(first)
     state = first.get_state()
     first.close()
     other = FineWebIterDataset(tiny())
     other.set_slice(slice(1, None, 3))
     second = iter(other)
-    second.set_state(state)
-    with pytest.raises(ConfigError, match="shard_mod=2.*shard_mod=3"):
-        next(second)
+    with pytest.raises(ConfigError, match="worker 1 of 2 of rank 0 of 1.*worker 1 of 3 of rank 0 of 1"):
+        second.set_state(state)
     second.close()
 
 
 def test_worker_slices_compose_with_the_rank_shard_and_odd_slices_are_refused():
-    """Worker i of n within Shard(mod, rem) is Shard(mod·n, rem + mod·i); a slice that is not one worker's (a stop,
-    a start past the step) is a ConfigError naming it; so are a LoaderConfig with as_torch and a state_every < 1."""
-    assert worker_shard(Shard(3, 2), slice(1, None, 4)) == Shard(12, 5)
+    """Worker i of n on reader Shard(mod, rem) is Shard(mod·n, rem·n + i); a slice that is not one worker's (a stop,
+    a start past the step) is a ConfigError naming it; so is a LoaderConfig with as_torch."""
+    assert worker_shard(Shard(3, 2), slice(1, None, 4)) == Shard(12, 9)
     assert worker_shard(Shard(), slice(None)) == Shard()
     for bad in (slice(0, 10, 2), slice(2, None, 2)):
         with pytest.raises(ConfigError, match="slice"):
             worker_shard(Shard(), bad)
     with pytest.raises(ConfigError, match="as_torch"):
         FineWebIterDataset(tiny(as_torch=True))
-    with pytest.raises(ConfigError, match="state_every"):
-        FineWebIterDataset(tiny(), state_every=0)
 
 
 def test_fwe_imports_no_grain_unless_asked():

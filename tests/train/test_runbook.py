@@ -1,6 +1,7 @@
-"""runbooks/train.md's plain loop, DataLoader workers and HF Trainer sections run as written: each section's blocks in
-a scratch directory, as a reader runs them (tests.train.runbook_sections; the Grain and torchtitan sections are run by
-their own tests), and README's example is one of them."""
+"""runbooks/train.md's plain loop, DataLoader workers (persistent, over epochs) and HF Trainer (1 and 2 processes)
+sections run as written: each section's blocks in a scratch directory, as a reader runs them
+(tests.train.runbook_sections; the Grain and torchtitan sections are run by their own tests), and README's example
+is one of them."""
 
 from __future__ import annotations
 
@@ -9,19 +10,24 @@ import pytest
 from tests.helpers import REPO_ROOT
 from tests.train.runbook_sections import FENCE as FENCE_ANY, blocks, run_section
 
-SECTIONS = {"A plain PyTorch loop": "FineWebLoader(config, state=",
-            "DataLoader workers, checkpointed with StatefulDataLoader": "StatefulDataLoader(FineWebDataset(",
-            "The Hugging Face Trainer": "FweDataCallback.attach(trainer)"}
+SECTIONS = {"A plain PyTorch loop": ("FineWebLoader(config, state=",),
+            "DataLoader workers, checkpointed with StatefulDataLoader": (
+                "StatefulDataLoader(FineWebDataset(", "persistent_workers=True", '"epoch_end.pt")'),
+            "The Hugging Face Trainer": ("FweDataCallback.attach(trainer)", "gradient_accumulation_steps=2",
+                                         "torchrun --standalone --nproc-per-node 2 hf_ddp.py hf_ddp/checkpoint-3")}
+"""Each section's examples: a text each holds (a block lost to a broken fence would otherwise go untested). The
+DataLoader section's: workers, then persistent workers over epochs with a checkpoint at an epoch's end; the Trainer's:
+one process, then 2 under torchrun with gradient accumulation, resumed."""
 
 
 @pytest.mark.parametrize("heading", sorted(SECTIONS))
 def test_the_section_runs_as_written(tmp_path, heading):
-    """The section holds its example (a block lost to a broken fence would otherwise go untested), and every block of
-    it exits 0."""
+    """The section holds its examples, and every block of it exits 0."""
     pytest.importorskip("torchdata.stateful_dataloader")
     if "Hugging Face" in heading:
         pytest.importorskip("transformers")
-    assert any(SECTIONS[heading] in code for _language, _name, code in blocks(heading))
+    codes = [code for _language, _name, code in blocks(heading)]
+    assert all(any(text in code for code in codes) for text in SECTIONS[heading])
     assert run_section(heading, tmp_path, timeout=600)
 
 

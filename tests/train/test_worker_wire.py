@@ -1,4 +1,4 @@
-"""A batch from a DataLoader worker crosses to the main process as its bytes (fwe_cli.loader.worker_wire): it
+"""A batch from a DataLoader worker crosses to the main process as its bytes (fwe_cli.train.worker_wire): it
 arrives as a torch tensor of the same dtype, shape and values, never as a shared-memory segment, and DataLoader's own
 conversion and collation treat it as the array it is."""
 
@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from torch.utils.data._utils.collate import default_collate, default_convert  # noqa: E402
 
 from fwe_cli.loader import FineWebDataset, resolve_config  # noqa: E402
-from fwe_cli.loader.worker_wire import WireArray, for_the_wire  # noqa: E402
+from fwe_cli.train.worker_wire import WireArray, for_the_wire  # noqa: E402
 from tests.train.corpus import write_corpus  # noqa: E402
 
 
