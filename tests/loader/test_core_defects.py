@@ -1,7 +1,7 @@
 """Defects of the loader core found in review, each kept fixed: a state saved with a full queue of one-document
 batches still names the document its batch ended in; `load_state_dict` restarts a loader as a fresh one would
 (the Hub read-ahead gate opens again, the old tokenizer threads end, a closed loader refuses); a warm Hub start counts
-each document it reads once."""
+each document it reads once; a stream's source is made once when two threads ask for it together."""
 
 from __future__ import annotations
 
@@ -83,3 +83,38 @@ def test_a_warm_hub_start_counts_each_document_once(hub_env):
     warm_batches, warm = read_all()
     assert warm["source"]["first_batches"]["replayed"] == FIRST_BATCHES < cold_batches == warm_batches
     assert warm["docs"] == cold["docs"] and warm["tokens_produced"] == cold["tokens_produced"]
+
+
+def test_the_source_is_made_once_when_the_consumer_and_the_producer_ask_together(tmp_path, monkeypatch):
+    """A state taken before the first batch (the consumer's thread) and the producer's opening both ask the stream
+    for its source: 8 threads asking at once get one object, made once (two would leave the state summarizing a
+    source that never opened: "0 files then" on resume)."""
+    import threading
+
+    from fwe_cli.loader.sources import stream as stream_module
+    from fwe_cli.loader.sources.stream import DocumentStream
+
+    made = []
+    real = stream_module.open_source
+
+    def slow_open(spec, options):  # a wide window between the check and the assignment
+        made.append(1)
+        threading.Event().wait(0.05)
+        return real(spec, options)
+
+    monkeypatch.setattr(stream_module, "open_source", slow_open)
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "a"}\n')
+    stream = DocumentStream(resolve_config(env={}, local_path=str(path), tokenizer="byte"))
+    start, got = threading.Barrier(8), []
+
+    def ask():
+        start.wait()
+        got.append(stream.source)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len({id(s) for s in got}) == 1

@@ -8,6 +8,7 @@ reader (`config.shard`), from the start, from a saved cursor, or from what a cha
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from fwe_cli.loader.documents import Document
@@ -52,16 +53,21 @@ class DocumentStream:
         """Until the source opens: the old readers (plan, frontier) a changed world continues, from which `plan` is
         dealt (it needs the source's units)."""
         self._source: Source | None = None
+        self._creating = threading.Lock()
         self._identity: tuple[dict, dict] | None = None
         self._opened = False
 
     @property
     def source(self) -> Source:
-        """The object reading the configured source (created on first use: for a local path it looks at the disk)."""
+        """The object reading the configured source (created on first use: for a local path it looks at the disk).
+        Created once: the consumer's thread (a state before the first batch) and the producer's may ask together."""
         if self._source is None:
-            self._source = open_source(self.config.source, self.config.read_options())
-            if self._bad is not None:  # a resumed run goes on counting from the bad records it had met
-                self._source.bad = self._bad
+            with self._creating:
+                if self._source is None:
+                    source = open_source(self.config.source, self.config.read_options())
+                    if self._bad is not None:  # a resumed run goes on counting from the bad records it had met
+                        source.bad = self._bad
+                    self._source = source
         return self._source
 
     @property
