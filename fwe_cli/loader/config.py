@@ -19,6 +19,8 @@ from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
 BAD_RECORD_POLICIES = ("skip", "error")
+PACKINGS = ("stream", "greedy", "best-fit")
+DEFAULT_PACK_BUFFER = 1000  # runbooks/benchmarks.md: best-fit's crop and speed by buffer size
 
 # The users' environment variables -> (config field, parser name). Read nowhere else.
 ENV_VARS: dict[str, str] = {
@@ -33,6 +35,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_GROW": "grow",
     "NSA_FWE_MIX": "mix",
     "NSA_FWE_HOLDOUT": "holdout",
+    "NSA_FWE_PACK": "pack",
 }
 
 SHARD_FROM = ("flags", *RANK_VARS, "default")
@@ -103,8 +106,12 @@ class LoaderConfig:
     bos: bool = False
     """Put the tokenizer's BOS (else its end-of-text) before each document instead of end-of-text after it (llm.c's
     layout)."""
-    align_rows: bool = False
-    """Start every row at a document start; the document that does not fit a row is cropped (counted in stats)."""
+    pack: str = "stream"
+    """How rows are filled (PACKINGS): "stream" cuts the token stream wherever a row ends; "greedy" starts every row at
+    a document and fills it with whole documents in stream order, cropping the one that does not fit; "best-fit" fills
+    every row from a buffer of `pack_buffer` documents, cropping only when none fits. Crops are counted in stats."""
+    pack_buffer: int = DEFAULT_PACK_BUFFER
+    """best-fit: the documents held to choose each row's from (a resume re-reads 2 to 5 x as many)."""
     as_torch: bool = False
     """Yield torch tensors (pinned memory when CUDA is available) instead of numpy arrays."""
     heartbeat_dir: str | None = None
@@ -133,12 +140,14 @@ class LoaderConfig:
         check_reading_settings(self.bad_records, self.shard)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
-        for name in ("verify_parts", "labels", "boundaries", "bos", "align_rows"):
+        for name in ("verify_parts", "labels", "boundaries", "bos"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.grow and not self.source.grows():
             raise SettingError(lambda n: f"{n('grow')} appends the Hub tail read after a bootstrap to it: it needs "
                                          f"{n('tail')} hub")
+        if self.pack not in PACKINGS:
+            raise SettingError(lambda n: f"{n('pack')} must be one of {', '.join(PACKINGS)}; got {self.pack!r}")
         if self.tokenizer_backend not in TOKENIZER_BACKENDS:
             raise SettingError(lambda n: f"{n('tokenizer_backend')} must be one of {', '.join(TOKENIZER_BACKENDS)}; "
                                          f"got {self.tokenizer_backend!r}")
@@ -148,6 +157,11 @@ class LoaderConfig:
         if self.warmup_batches > self.queue_depth and self.prefetch:
             raise SettingError(lambda n: f"{n('warmup_batches')}={self.warmup_batches} cannot exceed "
                                          f"{n('queue_depth')}={self.queue_depth}: the queue could never hold that many")
+
+    @property
+    def align_rows(self) -> bool:
+        """Every row starts at a document (pack greedy or best-fit)."""
+        return self.pack != "stream"
 
     def replace(self, **changes: Any) -> "LoaderConfig":
         """A copy with `changes` (fields by name: the source as a SourceSpec), validated like any construction."""
@@ -203,6 +217,8 @@ def _parse_env(var: str, raw: str, name: str) -> Any:
     template = LoaderConfig.__dataclass_fields__[name].default
     if isinstance(template, bool):
         return parse_bool(var, raw)
+    if isinstance(template, str):  # a word the config checks (naming the variable)
+        return raw.strip()
     try:
         value = int(raw.strip()) if isinstance(template, int) else float(raw.strip())
     except ValueError:  # also an integer of more digits than Python converts (sys.get_int_max_str_digits)
@@ -243,12 +259,17 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             check_limit(name, value, flag_names.get(name))
     shard_mod = flags.pop("shard_mod", None)
     shard_rem = flags.pop("shard_rem", None)
+    align_rows = flags.pop("align_rows", None)  # --align-rows: --pack greedy's old name
     source.update({name: value for name in SOURCE_WORDS if (value := flags.pop(name, None)) is not None})
     for name, value in flags.items():
         if name not in defaults:
             raise TypeError(f"resolve_config() got an unknown setting {name!r}")
         if value is not None:
             values[name] = value
+    if align_rows:
+        if values.setdefault("pack", "greedy") != "greedy":
+            aligned, packed = flag_names.get("align_rows", "align_rows"), typed.get("pack", "pack")
+            raise ConfigError(f"{aligned} is --pack greedy: it cannot go with {packed} {values['pack']}; give one")
     try:
         return _build(values, env, shard_mod, shard_rem, source)
     except SettingError as exc:

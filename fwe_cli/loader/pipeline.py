@@ -30,9 +30,8 @@ from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.token_manifest import ShardTokens
 from fwe_cli.loader.tokenization.doc_tokenizer import DocTokenizer, load_tokenizer
 
-# The tiktoken proof costs CPU on a thread beside the producer: a long run wins it back many
-# times over, a short one (a smoke of a few batches) would only pay it at its exit. It starts once this many
-# documents have been read (a training run gets there at once).
+# The tiktoken proof costs CPU on a thread beside the producer: a long run wins it back many times over, a short one
+# (a smoke of a few batches) would only pay it at its exit. It starts once this many documents have been read.
 UPGRADE_AFTER_DOCS = 512
 FIRST_DOC_BATCH = 4
 CHUNK_TOKENS = 1 << 20  # a token directory read in order: tokens per chunk once past the first batch
@@ -61,7 +60,8 @@ class Pipeline:
         self.tokens = 0
         self.batches = 0
         self.encoder: BatchEncoder | None = None  # made once the tokenizer is known (_encode)
-        self._packer = Packer(config.seq_len, config.batch_size, config.labels, config.boundaries, config.align_rows)
+        self._packer = Packer(config.seq_len, config.batch_size, config.labels, config.boundaries, config.pack,
+                              config.pack_buffer, self.start.get("pack"))
         self.threads = effective_threads(config)
         self._on_progress = on_progress
         self._started = time.perf_counter()
@@ -69,6 +69,7 @@ class Pipeline:
         # the document batches of the batches queued, in flight and being packed: which document a batch ended in
         self.recent = RecentBatches()
         self._converting: InBackground | None = None
+        self._upgrading = False  # the tokenizer's fast backend asked for (once enough documents were read)
 
     @property
     def stage(self) -> str:
@@ -104,10 +105,11 @@ class Pipeline:
             self._await_tokenizer()
         return self._encoder().texts_ids
 
-    def cropped(self) -> dict | None:
-        """With align_rows: the tokens and documents cropped at the rows' ends (None without)."""
-        packer = self._packer
-        return {"tokens": packer.cropped_tokens, "documents": packer.cropped_documents} if packer.align_rows else None
+    def cropped(self) -> dict:
+        """The packing, and the tokens and documents it cropped at the rows' ends of the tokens read so far."""
+        p = self._packer
+        return {"pack": p.pack, "tokens": p.cropped_tokens, "documents": p.cropped_documents,
+                "tokens_read": self.tokens}
 
     def encoded(self) -> tuple[float, dict[str, int]]:
         """(seconds spent encoding, documents each tokenizer backend encoded) for this pipeline."""
@@ -121,9 +123,11 @@ class Pipeline:
         report = self.config.report_docs
         if report and self.docs // report != before // report:
             elapsed = time.perf_counter() - self._started
+            crops = self.cropped()
             self._on_progress({"docs": self.docs, "tokens": self.tokens, "batches": self.batches,
                                "docs_per_s": round(self.docs / elapsed, 2),
-                               "tokens_per_s": round(self.tokens / elapsed, 1)})
+                               "tokens_per_s": round(self.tokens / elapsed, 1), "pack": crops["pack"],
+                               "cropped_tokens": crops["tokens"], "cropped_documents": crops["documents"]})
 
     def _token_chunks(self, chunks: Iterator) -> Iterator[tuple[Encoded, tuple]]:
         """A token directory read unshuffled (sources.order.leaf_chunks): one shard slice + one eos per chunk, about a
@@ -161,8 +165,7 @@ class Pipeline:
             self._await_tokenizer()
 
     def _token_arrays(self) -> Iterator[tuple[Encoded, tuple]]:
-        """(ids, (the first document's `resume`, the segment, documents read before)) per document batch, in
-        order."""
+        """(ids, (the first document's `resume`, the segment, documents read before)) per document batch, in order."""
         chunks = self.documents.token_chunks(self._chunk_sizes()) if isinstance(self.tokenizer, ShardTokens) else None
         if chunks is not None:
             yield from self._token_chunks(chunks)
@@ -212,10 +215,10 @@ class Pipeline:
 
     def __iter__(self) -> Iterator[tuple[object, dict, Hashable]]:
         """(batch, its position, its segment) for each batch. A position is {"doc": the `resume` of a document,
-        "skip": tokens of the stream from that document on that are in this or earlier batches}: a pipeline started
-        at it produces the batch after this one first, whatever its doc batch, Q or threads (ids are per document, so
-        the token stream from a document on does not depend on how documents were grouped for encoding). The segment
-        is that of the documents the batch ended in (Document.segment; None for a source of one)."""
+        "skip": tokens of the stream from that document on that are in this or earlier batches, and with best-fit
+        rows "pack": the buffer's mark}: a pipeline started at it produces the batch after this one first, whatever
+        its doc batch, Q or threads (ids are per document). The segment is that of the last documents packed
+        (Document.segment; None for a source of one)."""
         # The tokenizer (a Hub download and a parse) loads on its own thread while this one opens the source and
         # reads the first documents: the first batch waits for the slower of the two, not for both in turn.
         c = self.config
@@ -267,10 +270,11 @@ class Pipeline:
             self._start_tokenizer()
 
     def _packed(self, kept) -> Iterator[tuple[object, dict, Hashable]]:
-        """The batches packed from the stream's token arrays (after any replayed ones)."""
+        """The batches packed from the stream's token arrays (after any replayed ones), then those a best-fit buffer
+        still fills once the stream has ended."""
         packer = self._packer
-        upgrading = False
         to_skip = int(self.start.get("skip", 0))  # tokens of the resumed-from batch and earlier: produced before
+        segment = None
         for encoded, (first, segment, docs_before) in self._token_arrays():
             self.stage = "packing"
             self.recent.measured(first, encoded.lengths)  # a state names the document a batch ended in by them
@@ -278,15 +282,19 @@ class Pipeline:
             to_skip -= skipped
             tokens_before = self.tokens
             self.tokens += len(encoded.ids) - skipped
-            for batch, used in packer.add(*encoded.past(skipped)):
-                self.batches += 1
-                self.mark("first_batch")
-                position = {"doc": first, "skip": skipped + used}
+            for batch, position in packer.add(*encoded.past(skipped), tag=first, skipped=skipped):
                 if kept is not None:  # what a resume from this batch re-reads is not counted twice (docs, tokens)
-                    kept.record(batch, position, self.recent, self.tokenizer, docs_before, tokens_before + used)
-                yield self._output(batch), position, segment
-                if self.docs >= UPGRADE_AFTER_DOCS and not upgrading:  # never before batch 1, nor in a short run
-                    upgrading = True
-                    getattr(self.tokenizer, "start_upgrade", lambda: None)()
-                self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage
+                    kept.record(batch, position, self.recent, self.tokenizer, docs_before,
+                                tokens_before + position["skip"] - skipped)
+                yield from self._deliver(batch, position, segment)
+        for batch, position in packer.finish():
+            yield from self._deliver(batch, position, segment)
 
+    def _deliver(self, batch, position: dict, segment: Hashable) -> Iterator[tuple[object, dict, Hashable]]:
+        self.batches += 1
+        self.mark("first_batch")
+        yield self._output(batch), position, segment
+        if self.docs >= UPGRADE_AFTER_DOCS and not self._upgrading:  # never before batch 1, nor in a short run
+            self._upgrading = True
+            getattr(self.tokenizer, "start_upgrade", lambda: None)()
+        self.stage = "packing"  # the next batch of these ids; reading the next ones sets its own stage

@@ -5,7 +5,8 @@
 
 The state holds the position of the last batch the consumer received (not the producer's: batches waiting in the
 prefetch queue are neither lost nor repeated): the `resume` of the document it began in (the source's cursor,
-sources.order) and the tokens from there on already delivered, and the document it ended in as the source's
+sources.order) and the tokens from there on already delivered (with best-fit rows, the buffer's mark: loader.best_fit),
+and the document it ended in as the source's
 `frontier` (`consumed`: what a change of world size deals the rest from); the plan a changed world dealt this reader
 (`plan`), or, before its source opened, the old readers it is to be dealt from (`from`); the settings a position only
 means something under (`matching`: tokenizer, batch shape, reader, shuffle, and the source tree as opened, with what
@@ -55,7 +56,8 @@ def _shape(config: LoaderConfig, tokenizer: str | None) -> dict:
     return {"tokenizer": tokenizer, "seq_len": config.seq_len, "batch_size": config.batch_size,
             "shard_mod": config.shard.mod, "shard_rem": config.shard.rem, "shuffle_seed": config.shuffle_seed,
             "shuffle_window": config.shuffle_window if config.shuffle_seed is not None else None,
-            "bos": config.bos, "align_rows": config.align_rows}
+            "bos": config.bos, "pack": config.pack,
+            "pack_buffer": config.pack_buffer if config.pack == "best-fit" else None}
 
 
 def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | None, batches: int,
@@ -65,6 +67,8 @@ def build_state(config: LoaderConfig, stream: DocumentStream, position: dict | N
     saved = None
     if position is not None:
         saved = {"doc": encode(position["doc"]), "skip": position["skip"]}
+        if "pack" in position:  # a best-fit buffer's mark (loader.best_fit)
+            saved["pack"] = position["pack"]
         ended = recent.ended(position)  # (none held right after a resume: the resumed state's own stands)
         consumed = stream.source.frontier(*ended) if ended is not None else position.get("consumed")
         if consumed is not None:
@@ -92,6 +96,8 @@ def check_state(state: object, config: LoaderConfig) -> Resumed:
         raise ConfigError(f"not a fwe loader resume state of version {STATE_VERSION} (version {version!r})")
     saved = dict(state["matching"])
     saved_source = saved.pop("source", None)
+    if "pack" not in saved:  # a state saved before packings had names
+        saved.update(pack="greedy" if saved.pop("align_rows", False) else "stream", pack_buffer=None)
     if config.tokenizer is None and saved.get("tokenizer"):
         config = dataclasses.replace(config, tokenizer=saved["tokenizer"])
     config = dataclasses.replace(config, source=_adopt(config.source, saved_source))

@@ -117,7 +117,7 @@ def test_a_packer_with_labels_carries_one_token_into_the_next_window():
     starts with it)."""
     packer = Packer(seq_len=3, batch_size=2, labels=True)
     out = list(packer.add(np.arange(20, dtype=np.int32)))
-    assert [used for _, used in out] == [6, 12, 18]
+    assert [position["skip"] for _, position in out] == [6, 12, 18]
     assert out[0][0]["input"].tolist() == [[0, 1, 2], [3, 4, 5]] and out[0][0]["labels"].tolist() == [[1, 2, 3],
                                                                                                         [4, 5, 6]]
     assert out[1][0]["input"][0, 0] == 6

@@ -95,15 +95,17 @@ class FirstBatches:
 
         spec = source.spec.options  # the Hub source's own options (HubOptions), wherever it stands in the tree
         self._source = source
-        # plain arrays only (batches with labels or boundaries are dicts, not kept)
-        self.usable = bool(config.hub_cache and config.shuffle_seed is None and not (config.labels or config.boundaries))
+        # plain arrays only (batches with labels or boundaries are dicts, not kept), and rows that follow the stream (a
+        # best-fit batch's position holds its buffer's)
+        self.usable = bool(config.hub_cache and config.shuffle_seed is None and not (config.labels or config.boundaries)
+                           and config.pack != "best-fit")
         self.candidate = False
         """An entry exists for the commit the branch pointed at when it was last listed (the request decides)."""
         self._tokenizer_spec = tokenizer_spec
         self._key = {"format": ENTRY_FORMAT, "backend": config.tokenizer_backend, "seq_len": config.seq_len,
                      "batch_size": config.batch_size, "shard": [config.shard.mod, config.shard.rem],
                      "epochs": config.epochs, "bad_records": config.bad_records, "bos": config.bos,
-                     "align_rows": config.align_rows}
+                     "pack": config.pack}
         if spec.where is not None:  # a filtered stream's batches are its own
             self._key["where"] = spec.where
         self._shape = (config.batch_size, config.seq_len)
