@@ -100,8 +100,10 @@ SLOW = (
     "tests/tokens/test_crash.py",
     "tests/tokens/test_tasks.py",
     "tests/benchmarks/test_bench_mix.py",
+    "tests/benchmarks/test_bench_packing.py",
     "tests/benchmarks/test_bench_train_loader.py",
     "tests/report/test_mix_report.py",
+    "tests/report/test_row_fill.py",
     "tests/train/test_best_fit_adapters.py",
     "tests/train/test_hf_trainer.py",  # transformers, and fresh processes
     "tests/train/test_plain_loop.py",

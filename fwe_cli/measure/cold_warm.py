@@ -40,9 +40,10 @@ RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rs
             "test_hook", "warmup_advice")
 STEADY_KEYS = ("fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "fetch_max_ms", "stall_fraction", "tokens_per_s",
                "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s", "stalled_steps", "first_stalled_step")
-LOADER_KEYS = ("tokenizer", "tokenizer_threads", "stall_by_stage_s", "warmup", "sources")
+LOADER_KEYS = ("tokenizer", "tokenizer_threads", "stall_by_stage_s", "warmup", "sources", "cropped")
 """What a run record takes from the run's loader stats; `sources`: each source's weight, documents and tokens (a
-mix's, or the one source's), as every --json result's `loader.sources`."""
+mix's, or the one source's), as every --json result's `loader.sources`; `cropped`: the tokens and documents the
+rows' packing cropped."""
 
 
 class RunTimeout(FweError):

@@ -7,6 +7,7 @@ from fwe_cli.loader.quantiles import percentiles_ms
 from fwe_cli.measure.tune_warmup import warmup_text
 from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, tune_heatmaps
 from fwe_cli.report.mix_shares import MixShares, share_text
+from fwe_cli.report.row_fill import RowFill
 from fwe_cli.report.plan import Section
 from fwe_cli.report.series import Timeline
 
@@ -154,6 +155,14 @@ def mix_lines(mix: MixShares) -> list[str]:
          "—" if s.token_share is None else f"{s.tokens:,}"] for s in mix.sources]) + [""]
 
 
+def fill_lines(fill: RowFill) -> list[str]:
+    """The rows' fill: per run (trial, process), its packing, the tokens read and the tokens and documents cropped."""
+    return ["**Rows' fill**: of the tokens read, those cropped at a row's end (none with `--pack stream`).", ""] + \
+        table(["run", "packing", "tokens read", "cropped tokens", "cropped share", "cropped documents"], [
+            [row.label, row.pack or "—", f"{row.tokens_read:,}", f"{row.cropped_tokens:,}",
+             percent(row.cropped_share), f"{row.cropped_documents:,}"] for row in fill.rows]) + [""]
+
+
 RENDER = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}
 
 
@@ -169,6 +178,8 @@ def render_markdown(sections: list[Section], drawn: set[str], notes: list[str], 
                             "step", "queue fill", "errors"], timeline_rows(section.timelines)) + [""]
         if section.mix is not None:
             lines += mix_lines(section.mix)
+        if section.fill is not None:
+            lines += fill_lines(section.fill)
         for picture in section.pictures:
             if picture.file in drawn:
                 lines += [f"![{picture.title}]({picture.file})", ""]

@@ -3,7 +3,8 @@
 A measure summary: the phase waterfall, each run's timeline, the stage split of the waits, the regression deltas
 when gated. A tune summary: one heat map per tokenizer-thread count. A smoke artifact: the regression deltas, the
 stage split. Heartbeat files: one timeline with every rank (process) overlaid, and the stage split per rank. Any of
-them read from a mix of sources: each source's realized share against its weight (mix_shares).
+them read from a mix of sources: each source's realized share against its weight (mix_shares); any that counts its
+rows' crops: the share of the tokens read that reached a row, by packing (row_fill).
 Files are named `<input number>-<kind>-<what>.png`, so several inputs of one kind never collide."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from fwe_cli.report.figures import phase_waterfall, regression_deltas, run_label, tune_heatmaps
 from fwe_cli.report.inputs import Input
 from fwe_cli.report.mix_shares import MixShares, artifact_mix, heartbeat_mix
+from fwe_cli.report.row_fill import RowFill, artifact_fill, heartbeat_fill
 from fwe_cli.report.series import StageSplit, Timeline, group_by_process, stage_split, stage_totals, timeline
 
 DPI = 100  # sizes are in pixels; a figure is size / DPI inches
@@ -34,7 +36,7 @@ class Picture:
     file: str
     """File name inside the output folder."""
     kind: str
-    """waterfall | timeline | stages | heatmap | deltas | mix"""
+    """waterfall | timeline | stages | heatmap | deltas | mix | fill"""
     title: str
     data: object
     size_px: tuple[int, int]
@@ -43,13 +45,15 @@ class Picture:
 
 @dataclass(frozen=True)
 class Section:
-    """One input's part of the report: the input, its timelines and mix (for the Markdown's figures), its pictures."""
+    """One input's part of the report: the input, its timelines, mix and row fill (for the Markdown's figures), its
+    pictures."""
 
     number: int
     input: Input
     timelines: tuple[Timeline, ...]
     pictures: tuple[Picture, ...]
     mix: MixShares | None = None
+    fill: RowFill | None = None
 
 
 def _slug(text: str) -> str:
@@ -90,6 +94,12 @@ def _mix_picture(file: str, title: str, mix: MixShares | None) -> list[Picture]:
     return [Picture(file, "mix", title, mix, (1000, _rows_height(230, 75, len(mix.sources))))]
 
 
+def _fill_picture(file: str, title: str, fill: RowFill | None) -> list[Picture]:
+    if fill is None:
+        return []
+    return [Picture(file, "fill", title, fill, (1000, _rows_height(200, 45, len(fill.rows))))]
+
+
 def _measure(n: int, inp: Input) -> Section:
     record, pictures, timelines, named = inp.record or {}, [], [], []
     waterfall = phase_waterfall(record)
@@ -113,7 +123,9 @@ def _measure(n: int, inp: Input) -> Section:
     pictures += _deltas_picture(f"{n}-measure-regression.png", "fwe measure — regression gate", record)
     mix = artifact_mix("measure", record)
     pictures += _mix_picture(f"{n}-measure-mix.png", "fwe measure — each source's share against its weight", mix)
-    return Section(n, inp, tuple(timelines), tuple(pictures), mix)
+    fill = artifact_fill("measure", record, [run_label(run, i) for i, run in enumerate(record.get("runs") or [])])
+    pictures += _fill_picture(f"{n}-measure-fill.png", "fwe measure — tokens read into rows and cropped", fill)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill)
 
 
 def _tune(n: int, inp: Input) -> Section:
@@ -126,7 +138,9 @@ def _tune(n: int, inp: Input) -> Section:
         pictures.append(Picture(f"{n}-tune-heatmap{suffix}.png", "heatmap", title, heatmap, size))
     mix = artifact_mix("tune", inp.record or {})
     pictures += _mix_picture(f"{n}-tune-mix.png", "fwe tune — each source's share against its weight", mix)
-    return Section(n, inp, (), tuple(pictures), mix)
+    fill = artifact_fill("tune", inp.record or {})
+    pictures += _fill_picture(f"{n}-tune-fill.png", "fwe tune — tokens read into rows and cropped", fill)
+    return Section(n, inp, (), tuple(pictures), mix, fill)
 
 
 def _smoke(n: int, inp: Input) -> Section:
@@ -137,7 +151,9 @@ def _smoke(n: int, inp: Input) -> Section:
                                 [("smoke", by_stage)] if isinstance(by_stage, dict) else [])
     mix = artifact_mix("smoke", record)
     pictures += _mix_picture(f"{n}-smoke-mix.png", "fwe smoke — each source's share against its weight", mix)
-    return Section(n, inp, (), tuple(pictures), mix)
+    fill = artifact_fill("smoke", record)
+    pictures += _fill_picture(f"{n}-smoke-fill.png", "fwe smoke — tokens read into rows and cropped", fill)
+    return Section(n, inp, (), tuple(pictures), mix, fill)
 
 
 def _heartbeats(n: int, inp: Input) -> Section:
@@ -156,7 +172,9 @@ def _heartbeats(n: int, inp: Input) -> Section:
                                 [(s.label, s.totals) for s in splits if s is not None])
     mix = heartbeat_mix(lines)
     pictures += _mix_picture(f"{n}-heartbeats-mix.png", "training job — each source's share against its weight", mix)
-    return Section(n, inp, tuple(timelines), tuple(pictures), mix)
+    fill = heartbeat_fill(lines)
+    pictures += _fill_picture(f"{n}-heartbeats-fill.png", "training job — tokens read into rows and cropped", fill)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill)
 
 
 PLANNERS = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}
