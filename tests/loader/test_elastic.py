@@ -9,8 +9,8 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.tokenization.names import BYTE_EOS_ID
 from tests.helpers import write_jsonl
+from tests.loader.delivered import each_document_once, pieces
 
 DOCS = [f"<{i:03d}>" + "abcdefghij"[: i % 10] * (1 + i % 4) + f"</{i:03d}>" for i in range(90)]
 
@@ -45,33 +45,6 @@ def _first_phase(corpus, steps: list[int], **kw) -> tuple[list[list[int]], list[
     return streams, states
 
 
-def _pieces(stream: list[int]) -> tuple[list[str], str]:
-    """A rank's tokens as the pieces its end-of-text ids close, and what follows the last one."""
-    text = bytes(t if t != BYTE_EOS_ID else 0 for t in stream).decode()
-    *closed, rest = text.split("\0")
-    return closed, rest
-
-
-def _assert_each_document_once(first: list[list[int]], second: list[list[int]]) -> None:
-    """Every document of the source is delivered once over both phases: whole by one rank, or begun by a rank of the
-    first world (the text after its last end-of-text) and finished by a rank of the second."""
-    closed, begun = [], []
-    for stream in first:
-        pieces, rest = _pieces(stream)
-        closed += pieces
-        begun += [rest] if rest else []
-    for stream in second:
-        pieces, rest = _pieces(stream)
-        assert rest == ""  # the second world runs to the end of the source
-        closed += pieces
-    for prefix in begun:
-        matches = [p for p in closed if prefix + p in DOCS and not p.startswith("<")]
-        assert len(matches) == 1, (prefix, matches)
-        closed.remove(matches[0])
-        closed.append(prefix + matches[0])
-    assert sorted(closed) == sorted(DOCS)
-
-
 @pytest.mark.parametrize("world", [3, 6])
 @pytest.mark.parametrize("shuffle", [None, 11])
 def test_four_ranks_resume_as_another_world_delivering_each_document_once(corpus, world, shuffle):
@@ -88,7 +61,7 @@ def test_four_ranks_resume_as_another_world_delivering_each_document_once(corpus
         return streams
 
     second = second_phase()
-    _assert_each_document_once(first, second)
+    each_document_once(DOCS, first, second)
     assert second == second_phase()
 
 
@@ -106,11 +79,11 @@ def test_a_world_resumed_again_before_the_epoch_ends_still_delivers_each_documen
             last.append(_tokens(loader))
     closed, begun = [], []
     for stream in first + middle:
-        pieces, rest = _pieces(stream)
-        closed += pieces
+        done, rest = pieces(stream)
+        closed += done
         begun += [rest] if rest else []
     for stream in last:
-        closed += _pieces(stream)[0]
+        closed += pieces(stream)[0]
     text = "".join(sorted(closed)) + "".join(begun)
     assert sorted(text) == sorted("".join(DOCS))  # every character of the source, once
 

@@ -11,8 +11,8 @@ import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.tokenization.names import BYTE_EOS_ID
 from tests.helpers import write_jsonl
+from tests.loader.delivered import each_document_once, pieces
 from tests.loader.test_mixture import mix_file
 
 DOCS = [f"<{i:03d}>" + "abcdefghij"[: 1 + i % 10] * (2 + i % 5) + f"</{i:03d}>" for i in range(150)]
@@ -40,32 +40,6 @@ def _tokens(loader, limit: int | None = None) -> list[int]:
     return out
 
 
-def _pieces(tokens: list[int]) -> tuple[list[str], str]:
-    """The documents a token stream closes (at its end-of-text ids), and the start of one it left open."""
-    *closed, rest = bytes(t if t != BYTE_EOS_ID else 0 for t in tokens).decode().split("\0")
-    return closed, rest
-
-
-def _once(streams: list[list[int]], resumed: list[list[int]] = ()) -> None:
-    """Every document of DOCS in `streams` (and a world that resumed them) once: whole in one, or begun at the end of
-    an old reader's stream and finished at the start of one of the new world's."""
-    closed, begun = [], []
-    for tokens in streams:
-        pieces, rest = _pieces(tokens)
-        closed += pieces
-        begun += [rest] if rest else []
-    for tokens in resumed:
-        pieces, rest = _pieces(tokens)
-        assert rest == ""
-        closed += pieces
-    for start in begun:  # a document cut by the change of world: its rest is a piece of no whole document
-        rests = [p for p in closed if start + p in DOCS and p not in DOCS]
-        assert len(rests) == 1, (start, rests)
-        closed.remove(rests[0])
-        closed.append(start + rests[0])
-    assert sorted(closed) == sorted(DOCS)
-
-
 @pytest.mark.parametrize("shuffle", [None, 5])
 def test_three_ranks_deliver_every_document_once(corpus, shuffle):
     """3 ranks to the end of the epoch, in order and shuffled (windows of 8): each document once over the three."""
@@ -74,9 +48,9 @@ def test_three_ranks_deliver_every_document_once(corpus, shuffle):
     for rank in range(3):
         with FineWebLoader(_config(corpus, 3, rank, **kw)) as loader:
             streams.append(_tokens(loader))
-    _once(streams)
+    each_document_once(DOCS, streams)
     if shuffle is not None:  # and each rank's documents are its own, in a shuffled order
-        assert any(_pieces(s)[0] != sorted(_pieces(s)[0]) for s in streams)
+        assert any(pieces(s)[0] != sorted(pieces(s)[0]) for s in streams)
 
 
 def test_three_dataloader_workers_deliver_every_document_once(corpus):
@@ -93,7 +67,7 @@ def test_three_dataloader_workers_deliver_every_document_once(corpus):
         with FineWebLoader(_config(corpus, 3, worker)) as loader:
             workers.append(_tokens(loader))
     assert got == round_robin(workers)
-    _once(workers)
+    each_document_once(DOCS, workers)
 
 
 @pytest.mark.parametrize("shuffle", [None, 7])
@@ -106,12 +80,12 @@ def test_two_ranks_stopped_mid_epoch_resume_on_three_delivering_every_document_o
         with FineWebLoader(_config(corpus, 2, rank, **kw)) as loader:
             first.append(_tokens(loader, taken))
             states.append(orjson.loads(orjson.dumps(loader.state_dict())))
-    assert all(_pieces(tokens)[1] for tokens in first)  # both stopped inside a document
+    assert all(pieces(tokens)[1] for tokens in first)  # both stopped inside a document
     second = []
     for rank in range(3):
         with FineWebLoader(_config(corpus, 3, rank, **kw), state=states) as loader:
             second.append(_tokens(loader))
-    _once(first, second)
+    each_document_once(DOCS, first, second)
 
 
 def test_a_mix_on_three_ranks_delivers_each_document_at_most_once_and_its_shares_whole(tmp_path):
@@ -129,7 +103,7 @@ def test_a_mix_on_three_ranks_delivers_each_document_at_most_once_and_its_shares
         config = resolve_config(env={}, mix=path, tokenizer="byte", seq_len=1, batch_size=1, shard_mod=3,
                                 shard_rem=rank)
         with FineWebLoader(config) as loader:
-            got, _ = _pieces(_tokens(loader))
+            got, _ = pieces(_tokens(loader))
         shares = [[d.text for d in _share(tmp_path / name, rank)] for name in ("a.jsonl", "b.jsonl")]
         mine = [[d for d in got if d in own] for own in shares]
         assert all(taken == share[:len(taken)] for taken, share in zip(mine, shares))

@@ -151,14 +151,8 @@ def scan_parquet(
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
-    names = parquet.schema_arrow.names
-    if "text" not in names:
-        raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
-    where = filtered.where if filtered is not None else None
-    if where is not None:
-        where.check_schema(names, {f.name: f.type for f in parquet.schema_arrow}, path)
-    wanted = ("text", "id", *(where.columns if where is not None else ()))
-    columns = None if all_columns else list(dict.fromkeys(c for c in wanted if c in names))
+    where, columns = parquet_columns(parquet, path, filtered)
+    columns = None if all_columns else columns
     first, row = 0, 0
     while first < parquet.num_row_groups and row + parquet.metadata.row_group(first).num_rows <= start_row:
         row += parquet.metadata.row_group(first).num_rows
@@ -233,3 +227,16 @@ class FilePosition(Position, name="file", version=2):
     file: int
     offset: int
     line: int
+
+
+def parquet_columns(parquet, path: str, filtered: Filtered | None) -> tuple[Where | None, list[str]]:
+    """(the filter's Where, the columns a document needs: `text`, `id` and the filter's, those the file has) of an
+    opened parquet file; SourceError for a file without `text`, the filter's own error for a column it lacks."""
+    names = parquet.schema_arrow.names
+    if "text" not in names:
+        raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
+    where = filtered.where if filtered is not None else None
+    if where is not None:
+        where.check_schema(names, {f.name: f.type for f in parquet.schema_arrow}, path)
+    wanted = ("text", "id", *(where.columns if where is not None else ()))
+    return where, list(dict.fromkeys(c for c in wanted if c in names))

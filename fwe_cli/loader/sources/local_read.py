@@ -12,7 +12,8 @@ from typing import Iterator
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
-from fwe_cli.loader.sources.local import FilePosition, passing_lines, place, scan_jsonl, scan_txt
+from fwe_cli.loader.sources.local import (FilePosition, parquet_columns, passing_lines, place, scan_jsonl,
+                                          scan_txt)
 from fwe_cli.loader.sources.units import Piece, RowGroups
 from fwe_cli.loader.sources.where import Filtered
 
@@ -73,13 +74,7 @@ def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int
     """(record, its row number in the file from 1, its anchor) of each good row of the piece after the file's first
     `done` rows (a row group the filter's statistics rule out is not read: the units of a filtered source leave it
     out already)."""
-    names = parquet.schema_arrow.names
-    if "text" not in names:
-        raise SourceError(f"{path}: parquet file has no 'text' column (columns: {', '.join(names)})")
-    where = filtered.where if filtered is not None else None
-    if where is not None:
-        where.check_schema(names, {f.name: f.type for f in parquet.schema_arrow}, path)
-    columns = list(dict.fromkeys(c for c in ("text", "id", *(where.columns if where else ())) if c in names))
+    where, columns = parquet_columns(parquet, path, filtered)
     for group, count in enumerate(groups.counts):
         base = groups.bases[group]
         first, end = groups.owned(group, piece.lo, piece.hi)
