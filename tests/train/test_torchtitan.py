@@ -1,6 +1,6 @@
 """fwe as torchtitan's dataloader, driven by torchtitan's own classes: its Config builds it as the Trainer does, its
 batches are torchtitan's `({"input", "positions"}, labels)`, and torchtitan's CheckpointManager saves it and
-restores it in a fresh process, which continues with the same batches."""
+restores it in a fresh process, which continues with the same batches; best-fit rows resume through its state."""
 
 from __future__ import annotations
 
@@ -123,3 +123,22 @@ def test_a_batch_of_the_loaders_labels_and_boundaries_modes_becomes_torchtitans_
     assert all(t.dtype == torch.int64 for t in (*inputs.values(), labels))
     assert np.array_equal(inputs["input"].numpy(), batch["input"]) and np.array_equal(labels.numpy(), batch["labels"])
     assert np.array_equal(inputs["positions"].numpy(), batch["positions"])
+
+
+def test_best_fit_rows_resume_through_the_dataloaders_state():
+    """With pack best-fit: every row's first position is 0, and the dataloader's state_dict after 7 batches, loaded
+    into a new one, gives the next 5 batches of the uninterrupted one."""
+    first = build(pack="best-fit", pack_buffer=64, boundaries=True)
+    for _ in range(7):
+        inputs, _labels = next(first)
+        assert (inputs["positions"][:, 0] == 0).all()
+    state = first.state_dict()
+    expected = [next(first) for _ in range(5)]
+    first.close()
+    second = build(pack="best-fit", pack_buffer=64, boundaries=True)
+    second.load_state_dict(state)
+    got = [next(second) for _ in range(5)]
+    second.close()
+    for (inputs, labels), (want_inputs, want_labels) in zip(got, expected, strict=True):
+        assert (inputs["input"] == want_inputs["input"]).all() and (labels == want_labels).all()
+        assert (inputs["positions"] == want_inputs["positions"]).all()
