@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 
 import pytest
 
@@ -62,6 +63,24 @@ def test_a_download_started_early_is_the_one_the_fetch_waits_for(hub_env):
     assert os.path.isfile(path)
     assert _requests(hub_env) == [("GET", "GET /{repo}/resolve/main/tokenizer.json")]
     assert start_fetch(MODEL_REPO, FILE) is False and fetch_hub_file(MODEL_REPO, FILE) == path
+    assert _requests(hub_env) == [("GET", "GET /{repo}/resolve/main/tokenizer.json")]
+
+
+def test_a_download_started_under_another_hub_or_cache_is_not_the_one_a_fetch_waits_for(hub_env, monkeypatch,
+                                                                                         tmp_path):
+    """A download an earlier run of this process started and never took (another endpoint, another HF_HOME) neither
+    stops this environment's start_fetch nor is what its fetch waits for: the fetch gets the file from its own Hub."""
+    real = dict(os.environ)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "elsewhere" / "hub"))
+    assert start_fetch(MODEL_REPO, FILE) is True  # never taken; it fails (nothing listens) before the run ends
+    for thread in [t for t in threading.enumerate() if t.name.startswith("fwe-hub-file")]:
+        thread.join()
+    for name in ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE"):
+        monkeypatch.setenv(name, real[name])
+    assert start_fetch(MODEL_REPO, FILE) is True
+    assert os.path.isfile(fetch_hub_file(MODEL_REPO, FILE))
     assert _requests(hub_env) == [("GET", "GET /{repo}/resolve/main/tokenizer.json")]
 
 

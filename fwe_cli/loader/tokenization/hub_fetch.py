@@ -30,8 +30,9 @@ HEAD_TIMEOUT_S = 5.0
 is answered in well under a second by a working Hub, and a dead one should cost little before the fallback."""
 LOCK_WAIT_S = 60.0  # waiting for another rank's download, outside a loader (whose --timeout bounds it otherwise)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# (repo, filename) -> a download start_fetch began, not waited for, and the retry scope it runs in
-_started: dict[tuple[str, str], tuple[InBackground, RetryScope]] = {}
+# (Hub endpoint, hub cache, repo, filename) -> a download start_fetch began, not waited for, and the retry scope it
+# runs in: a fetch waits only for a download from the Hub and into the cache its own environment names
+_started: dict[tuple[str, str, str, str], tuple[InBackground, RetryScope]] = {}
 _started_lock = threading.Lock()
 
 
@@ -59,7 +60,7 @@ def fetch_hub_file(repo: str, filename: str, head_timeout_s: float | None = None
             return cached
         raise HubUnreachable(f"HF_HUB_OFFLINE=1 and no cached copy of {repo}/{filename}")
     with _started_lock:
-        started, retries = (None, None) if revalidate else _started.pop((repo, filename), (None, None))
+        started, retries = (None, None) if revalidate else _started.pop(_started_key(repo, filename), (None, None))
     if started is not None:
         retries.hand_to(current_scope())  # type: ignore[union-attr]
     try:
@@ -80,16 +81,21 @@ def start_fetch(repo: str, filename: str) -> bool:
     process, before it has imported what the run needs). Whether a download began."""
     if cached_file(repo, filename) is not None or offline():
         return False
+    key = _started_key(repo, filename)
     with _started_lock:
-        if (repo, filename) in _started:
+        if key in _started:
             return False
         # its error is met by fetch_hub_file, in the thread that needs the file; its retries go to that thread's
         # loader from then on (the caller's scope when there is one, else one of its own for that loader to adopt)
         retries = work_scope()
         with scoped(retries):
             download = InBackground(lambda: _download_once(repo, filename, None, False), "fwe-hub-file")
-        _started[(repo, filename)] = download, retries
+        _started[key] = download, retries
     return True
+
+
+def _started_key(repo: str, filename: str) -> tuple[str, str, str, str]:
+    return endpoint(), hub_cache_dir(), repo, filename
 
 
 def _download_once(repo: str, filename: str, head_timeout_s: float | None, revalidate: bool) -> str:
