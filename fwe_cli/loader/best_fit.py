@@ -86,8 +86,6 @@ class BestFit:
 
     def __init__(self, row: int, capacity: int, resume: dict | None = None):
         self.row, self.capacity = row, capacity
-        self.cropped_tokens = 0
-        self.cropped_documents = 0
         self._held: dict[int, Held] = {}
         self._by_size: list[tuple[int, int]] = []  # (tokens, number) of every held document, sorted
         self._order: deque[int] = deque()  # numbers in reading order (taken ones removed lazily)
@@ -159,14 +157,12 @@ class BestFit:
         return order[0]
 
     def _pick(self) -> tuple[Held, int, bool]:
-        """The chosen document out of the buffer into the row: (it, its tokens placed, whether the row is now full)."""
+        """The chosen document out of the buffer into the row: (it, its tokens placed, whether the row is now full).
+        What a piece leaves out is cropped: the packer counts it."""
         seq = self._choose()
         doc = self._held.pop(seq)
         del self._by_size[bisect_left(self._by_size, (len(doc.ids), seq))]
         take = min(len(doc.ids), self._room)
-        if take < len(doc.ids):
-            self.cropped_tokens += len(doc.ids) - take
-            self.cropped_documents += 1
         self._room -= take
         full = self._room == 0
         if full:

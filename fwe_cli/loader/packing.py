@@ -64,17 +64,10 @@ class Packer:
         self._fit = BestFit(self.row, pack_buffer, resume) if pack == "best-fit" else None
         # best-fit: per add, its first document's sequence number, tag, skip, and its documents' token starts and end
         self._tags: deque[tuple[int, object, int, np.ndarray]] = deque()
-        self._greedy_cropped = [0, 0]
+        self.cropped_tokens = 0  # left out at the rows' ends, by either packing that starts rows at documents
+        self.cropped_documents = 0
         self._fill = 0
         self._new()
-
-    @property
-    def cropped_tokens(self) -> int:
-        return self._fit.cropped_tokens if self._fit is not None else self._greedy_cropped[0]
-
-    @property
-    def cropped_documents(self) -> int:
-        return self._fit.cropped_documents if self._fit is not None else self._greedy_cropped[1]
 
     def _new(self) -> None:
         self._ids = np.empty(self.window, dtype=np.int32)
@@ -126,9 +119,7 @@ class Packer:
             room = self.row - self._fill % self.row
             take = min(length, room)
             self._put(ids, positions, starts, pos, take)
-            if take < length:
-                self._greedy_cropped[0] += length - take
-                self._greedy_cropped[1] += 1
+            self._crop(length, take)
             pos += length
             if self._fill == self.window:
                 yield self._batch(), pos
@@ -142,6 +133,7 @@ class Packer:
     def _placed(self, pieces) -> Iterator[tuple[object, dict]]:
         """Best-fit's pieces into the rows; (batch, position) for each batch filled."""
         for doc, take, _full in pieces:
+            self._crop(len(doc.ids), take)
             at = self._fill
             self._ids[at:at + take] = doc.ids[:take]
             if self.boundaries:
@@ -151,6 +143,12 @@ class Packer:
             if self._fill == self.window:
                 yield self._batch(), self._fit_position()
                 self._carry()
+
+    def _crop(self, length: int, take: int) -> None:
+        """A document of `length` tokens placed `take` of them: count the rest, if any, as cropped."""
+        if take < length:
+            self.cropped_tokens += length - take
+            self.cropped_documents += 1
 
     def _fit_position(self) -> dict:
         """A best-fit batch's position: the document batch holding the oldest document still buffered (or, with none

@@ -5,13 +5,13 @@
 
 The state holds the position of the last batch the consumer received (not the producer's: batches waiting in the
 prefetch queue are neither lost nor repeated): the `resume` of the document it began in (the source's cursor,
-sources.order) and the tokens from there on already delivered (with best-fit rows, the buffer's mark: loader.best_fit),
-and the document it ended in as the source's
-`frontier` (`consumed`: what a change of world size deals the rest from); the plan a changed world dealt this reader
-(`plan`), or, before its source opened, the old readers it is to be dealt from (`from`); the settings a position only
-means something under (`matching`: tokenizer, batch shape, reader, shuffle, and the source tree as opened, with what
-it resolved pinned: a Hub commit), and a summary of the files each node read as it opened (`source_files`), so that a
-file rewritten since is refused by name rather than read from a stale offset. Its size and cost do not grow with
+sources.order) and the tokens from there on already delivered (with best-fit rows, the buffer's mark:
+loader.best_fit), and the document it ended in as the source's `frontier` (`consumed`: what a change of world size
+deals the rest from); the plan a changed world dealt this reader (`plan`), or, before its source opened, the old
+readers it is to be dealt from (`from`); the settings a position only means something under (`matching`: tokenizer,
+batch shape, reader, shuffle, packing, and the source tree as opened, with what it resolved pinned: a Hub commit),
+and a summary of the files each node read as it opened (`source_files`), so that a file rewritten since is refused
+by name rather than read from a stale offset. Its size and cost do not grow with
 the number of files. Names follow torch.distributed.checkpoint's `Stateful` protocol.
 
 Version 4 deals each reader its own units; a state of an earlier version (positions in the whole stream, read by

@@ -26,6 +26,7 @@ from fwe_cli.loader import FineWebLoader, LoaderConfig
 from fwe_cli.loader.shard import Shard
 from fwe_cli.train.state import ReaderState, Rows, worker_reader
 
+
 def worker_shard(shard: Shard, sl: slice) -> Shard:
     """The reader worker `sl.start` of `sl.step` on the rank `shard` is (train.state.worker_reader). ConfigError for
     a slice that is not one worker's (Grain's slices are slice(i, None, n) with 0 <= i < n)."""

@@ -44,18 +44,24 @@ def _rows(fit: BestFit, lengths: list[int], chunk: int) -> list[list[tuple[int, 
     return rows + ([row] if row else [])
 
 
+def _cropped(rows: list, lengths: list[int]) -> tuple[int, int]:
+    """(tokens, documents) the rows left out of the documents they placed."""
+    lost = [lengths[doc] - take for row in rows for doc, take in row if take < lengths[doc]]
+    return sum(lost), len(lost)
+
+
 def test_a_row_takes_the_largest_document_that_fits_and_crops_the_shortest_only_when_none_does():
     """Row 10, the stream's 7 documents all in the buffer: a document longer than a row (12) goes first, at a row's
     start, losing only its 2 tokens over the row; then each row takes the largest that fits the room left (9 then 1,
     7 then 3, 6 then 4: every row exactly full). When nothing fits the room (2 left, documents of 5 and 6), the
     shortest is cropped."""
-    fit = BestFit(10, 10)
-    assert _rows(fit, [7, 6, 3, 4, 12, 9, 1], chunk=2) == [[(4, 10)], [(5, 9), (6, 1)], [(0, 7), (2, 3)],
-                                                           [(1, 6), (3, 4)]]
-    assert (fit.cropped_tokens, fit.cropped_documents) == (2, 1)
-    fit = BestFit(10, 10)
-    assert _rows(fit, [8, 5, 6], chunk=3) == [[(0, 8), (1, 2)], [(2, 6)]]
-    assert (fit.cropped_tokens, fit.cropped_documents) == (3, 1)
+    lengths = [7, 6, 3, 4, 12, 9, 1]
+    rows = _rows(BestFit(10, 10), lengths, chunk=2)
+    assert rows == [[(4, 10)], [(5, 9), (6, 1)], [(0, 7), (2, 3)], [(1, 6), (3, 4)]]
+    assert _cropped(rows, lengths) == (2, 1)
+    rows = _rows(BestFit(10, 10), [8, 5, 6], chunk=3)
+    assert rows == [[(0, 8), (1, 2)], [(2, 6)]]
+    assert _cropped(rows, [8, 5, 6]) == (3, 1)
 
 
 def test_rows_depend_only_on_the_documents_not_on_how_they_arrive():
