@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fwe_cli.loader.shard import RANK_VARS
-from fwe_cli.loader.shard import SLURM_COUNT, SLURM_ID, SLURM_MIN
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.shard import RANK_VARS, SLURM_COUNT, SLURM_ID, SLURM_MIN
 from tests.helpers import write_jsonl
 
 

@@ -23,6 +23,14 @@ LAYER = {"cli": 5, "report": 4, "bootstrap": 3, "tokens": 3, "measure": 3, "trai
 OUTPUT_SHARED = ("fwe_cli.errors", "fwe_cli.artifacts", "fwe_cli.hostinfo")
 OUTPUT_THIRD_PARTY = ("psutil", "orjson")
 HEAVY = ("datasets", "pyarrow", "torch", "tokenizers")
+# The loader's parts (a folder is one part, a module at its top another), from the bottom up: a part imports only
+# the parts below it, type-only imports included. Plumbing (thread tools, the far side, rows), tokenizers, what
+# every source shares, the wings of sources (files, the Hub, sources made of sources), the config that names them,
+# a reader's documents, resume, the producer, the public iterator.
+LOADER_PARTS = ("documents", "limits", "flow", "remote", "rows", "shard", "tokenization", "sources", "files", "hub",
+                "compose", "config", "stream", "state", "pipeline", "fineweb_loader", "__init__")
+MAX_LOADER_PARTS = 20
+MAX_SOURCES_MODULES = 14
 
 
 def _module_name(path: Path) -> str:
@@ -53,10 +61,13 @@ def _walk(node: ast.AST, into_functions: bool):
             yield from _walk(child, into_functions)
 
 
-def _imports(path: Path, top_level_only: bool) -> set[str]:
-    """Modules a file imports: those that run at import time (module and class bodies), or all of them."""
+def _imports(path: Path, top_level_only: bool, type_only: bool = False) -> set[str]:
+    """Modules a file imports: those that run at import time (module and class bodies), or all of them (with
+    `type_only`, those only type checkers read too)."""
     found: set[str] = set()
-    for node in _walk(ast.parse(path.read_text(encoding="utf-8")), into_functions=not top_level_only):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = ast.walk(tree) if type_only else _walk(tree, into_functions=not top_level_only)
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -145,6 +156,40 @@ def test_no_import_circle():
     assert _cycles(top_level_only=False) == []
 
 
+def _loader_part(module: str) -> str | None:
+    """The loader part a module of fwe_cli.loader belongs to (its folder, or itself at the top), else None."""
+    parts = module.split(".")
+    if parts[:2] != ["fwe_cli", "loader"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_the_loader_is_parts_in_layers():
+    """fwe_cli/loader is at most 20 parts (each folder one part, each module at its top one), and each imports only
+    the parts below it in LOADER_PARTS, counting every import, type-only ones too: a wing (hub/, files/, compose/)
+    builds on what every source shares (sources/) and the plumbing below it, never the other way round."""
+    parts = {_loader_part(name) for name in MODULES} - {None}
+    assert len(parts) <= MAX_LOADER_PARTS and parts == set(LOADER_PARTS), sorted(parts ^ set(LOADER_PARTS))
+    rank = {part: i for i, part in enumerate(LOADER_PARTS)}
+    wrong = sorted(f"{name} -> {target}" for name, path in MODULES.items() if _loader_part(name)
+                   for target in _imports(path, top_level_only=False, type_only=True)
+                   if target in MODULES and _loader_part(target) and _loader_part(target) != _loader_part(name)
+                   and rank[_loader_part(target)] > rank[_loader_part(name)])
+    assert wrong == []
+
+
+def test_loader_modules_are_named_by_their_idea():
+    """sources/ holds what every source shares, in at most 14 modules; no module repeats its folder's name as a
+    prefix (hub/listing.py, not hub/hub_listing.py); each folder's face says in a few lines what lives there."""
+    loader = PACKAGE / "loader"
+    assert len(list((loader / "sources").glob("*.py"))) <= MAX_SOURCES_MODULES
+    repeating = sorted(str(p.relative_to(loader)) for p in loader.rglob("*.py")
+                       if p.parent != loader and p.stem.startswith(p.parent.name))
+    assert repeating == []
+    faces = [p for p in loader.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert faces and all(ast.get_docstring(ast.parse((p / "__init__.py").read_text())) for p in faces)
+
+
 def test_only_the_cli_imports_typer_or_rich():
     """The core, bootstrap and measure packages never import typer or rich (they are usable as a library)."""
     offenders = sorted(f"{name} -> {target}" for name, path in MODULES.items() if not name.startswith("fwe_cli.cli")
@@ -174,14 +219,18 @@ def test_importing_the_package_imports_nothing_else():
 
 
 def test_the_core_names_no_source_kind_and_probes_no_capability():
-    """The loader's own modules (fwe_cli/loader/*.py: pipeline, loader, documents, doc batches, telemetry, ...) know
-    no source kind's notions (a bootstrap's head and tail, parts, origins: those live in their source's module), and
-    nothing probes a source or the pipeline for a capability with getattr/hasattr: the Source base declares each."""
+    """The loader's own modules (those outside the sources' wings and config: the pipeline, loader, stream, state,
+    rows, flow, remote, documents, ...) know no source kind's notions (a bootstrap's head and tail, parts, origins:
+    those live in their source's module), and nothing probes a source or the pipeline for a capability with
+    getattr/hasattr: the Source base declares each."""
     import re
 
     notions = re.compile(r'head_docs|\.origin\b|"part"|"head"|"tail"')
     probes = re.compile(r"(getattr|hasattr)\((self\.)?(pipeline|source|documents|opened|p\.documents)\b")
-    found = [f"{path.name}:{n}: {line.strip()}" for path in sorted(PACKAGE.glob("loader/*.py")) if path.name != "config.py"
+    outside_core = ("sources", "files", "hub", "compose", "tokenization", "config")
+    core = [path for name, path in MODULES.items() if _loader_part(name) not in (None, *outside_core)]
+    assert len(core) > 20  # the probe reads what it claims to
+    found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted(core)
              for n, line in enumerate(path.read_text().splitlines(), start=1) if notions.search(line)]
     found += [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted(PACKAGE.rglob("loader/**/*.py"))
               for n, line in enumerate(path.read_text().splitlines(), start=1) if probes.search(line)]

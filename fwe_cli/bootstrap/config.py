@@ -11,14 +11,14 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from fwe_cli.errors import ConfigError, SettingError
+from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import Shard, check_reading_settings
-from fwe_cli.loader.sources.mix_file import refuse_mix
-from fwe_cli.loader.shard import slurm_shard
+from fwe_cli.loader.files.bootstrap_format import Layout
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
-from fwe_cli.errors import ConfigError, SettingError
-from fwe_cli.loader.sources.bootstrap_format import Layout
 
 FIELDS = ("text", "all")
 GB = 10**9

@@ -62,7 +62,7 @@ def convert_group(path: str, group: int, start_row: int, fields: str, joined: bo
     [(row, reason)] of the bad ones, rows in the group). `key` names this version of the file at `path` (a file
     written again under the same path gets another key), else the path alone does."""
     from fwe_cli.errors import SourceError
-    from fwe_cli.loader.sources.local import bad_text_reason
+    from fwe_cli.loader.files.formats import bad_text_reason
 
     parquet = _parquet(path, key)
     names = parquet.schema_arrow.names

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from typing import Callable
 
 from fwe_cli.bootstrap.hub_range_get import Cancelled, fetch_span
-from fwe_cli.loader.sources.hub_listing import HubFile
+from fwe_cli.loader.hub.listing import HubFile
 from fwe_cli.output.os_errors import on_output
 
 CONNECTIONS = 8  # what `hf download` opens by default: per-connection caps (CDNs) add up over this many

@@ -1,5 +1,5 @@
 """One byte range of a Hub file brought to disk for `fwe bootstrap`: a GET with `Range: bytes=A-B` on a kept-alive
-connection (fwe_cli/loader/http.py), written where it belongs a block at a time as it arrives, asked again from
+connection (fwe_cli/loader/remote/http.py), written where it belongs a block at a time as it arrives, asked again from
 the bytes received when the connection is cut (fwe_cli/bootstrap/hub_download.py queues the ranges and keeps track
 of what landed).
 
@@ -13,8 +13,8 @@ import time
 from typing import Callable
 
 from fwe_cli.errors import OutputError, SourceError
-from fwe_cli.loader.sources.hub_ranges import REQUEST_TIMEOUT_S
-from fwe_cli.loader.transient import attempts_note, retry_wait, transient_reason
+from fwe_cli.loader.hub.ranges import REQUEST_TIMEOUT_S
+from fwe_cli.loader.remote.transient import attempts_note, retry_wait, transient_reason
 
 WRITE_BLOCK = 1 << 20  # received bytes are written (and seen by waiters) in blocks of this size
 
@@ -51,7 +51,7 @@ def fetch_span(url: str, span: list[int], write: Callable[[int, bytes], None], s
 
 def _get(url: str, span: list[int], write: Callable[[int, bytes], None], stop: threading.Event) -> None:
     """One GET of what the span still lacks; writes what arrives, a block at a time."""
-    from fwe_cli.loader.http import request
+    from fwe_cli.loader.remote.http import request
 
     at, end = span[2], span[1]
     with request("GET", url, {"Range": f"bytes={at}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:

@@ -30,8 +30,8 @@ from fwe_cli.bootstrap.hub_file_reads import FileRead
 from fwe_cli.bootstrap.hub_window import FileWindow, mismatched
 from fwe_cli.errors import OutputError, SourceError
 from fwe_cli.hostinfo import usable_cores
+from fwe_cli.loader.hub.listing import HubListing
 from fwe_cli.loader.sources.bad_records import BadRecords
-from fwe_cli.loader.sources.hub_listing import HubListing
 from fwe_cli.output.disk_preflight import preflight_disk
 
 TASKS_PER_WORKER = 2
@@ -225,10 +225,10 @@ class HubFileStream:
 def open_hub_files(config: BootstrapConfig, directory: str, manifest: dict | None) -> HubFileStream:
     """The native Hub stream of a new run (listing of the default branch now) or of a resumed one (the listing
     at the manifest's revision, which must list the same files for this node)."""
-    from fwe_cli.loader.hub_env import endpoint
-    from fwe_cli.loader.http import preconnect
-    from fwe_cli.loader.sources.hub_listing import resolve_listing
-    from fwe_cli.loader.in_background import import_in_background
+    from fwe_cli.loader.flow.in_background import import_in_background
+    from fwe_cli.loader.hub.listing import resolve_listing
+    from fwe_cli.loader.remote.http import preconnect
+    from fwe_cli.loader.remote.hub_env import endpoint
 
     resume = manifest["resume"] if manifest else None
     spec = config.source.options

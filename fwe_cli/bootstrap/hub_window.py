@@ -21,8 +21,8 @@ from typing import Callable
 from fwe_cli.bootstrap.hub_download import Fetcher, local_name
 from fwe_cli.bootstrap.hub_file_reads import EARLY_WHOLE, FileRead
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.hub_env import resolve_url
-from fwe_cli.loader.sources.hub_listing import HubFile
+from fwe_cli.loader.hub.listing import HubFile
+from fwe_cli.loader.remote.hub_env import resolve_url
 from fwe_cli.output.os_errors import on_output
 
 MISMATCH = ".sha256-mismatch"  # beside the downloads: a file whose bytes differed from the listing's sha256

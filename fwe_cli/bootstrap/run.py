@@ -4,7 +4,7 @@
     from fwe_cli.bootstrap.run import run_bootstrap
     result = run_bootstrap(BootstrapConfig(out="/data/fwe_bootstrap", target_bytes=5 * 10**9))
 
-What makes it safe (fwe_cli/loader/sources/bootstrap_format.py has the file layout, fwe_cli/output/ what resumable outputs share):
+What makes it safe (fwe_cli/loader/files/bootstrap_format.py has the file layout, fwe_cli/output/ what resumable outputs share):
 - parts are written as `*.partial`, fsynced and renamed only when whole; the manifest is replaced atomically;
 - every `checkpoint_bytes`, and on a clean stop, the current part is fsynced and the manifest records the
   source position after the last record written (`resume`);
@@ -25,18 +25,18 @@ from typing import Callable
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, open_source, prepare_output
 from fwe_cli.bootstrap.config import GB, MB, BootstrapConfig
+from fwe_cli.bootstrap.state import check_out_kind, check_source_files, fresh_manifest, open_source, prepare_output
 from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_line
-from fwe_cli.loader.sources.bootstrap_lines import encoder
-from fwe_cli.loader.sources.bootstrap_format import Layout, listed_totals
-from fwe_cli.output.part_writer import PartWriter, recover_renamed_part
-from fwe_cli.loader.sources.holdout import HoldoutRecords
+from fwe_cli.loader.compose.holdout import HoldoutRecords
+from fwe_cli.loader.files.bootstrap_format import Layout, listed_totals
+from fwe_cli.loader.files.bootstrap_lines import encoder
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.output.disk_preflight import preflight_disk
 from fwe_cli.output.faults import Faults
 from fwe_cli.output.lock import OutputLock
 from fwe_cli.output.manifest_file import encode_manifest, write_manifest
+from fwe_cli.output.part_writer import PartWriter, recover_renamed_part
 from fwe_cli.output.progress_clock import ProgressClock
 
 

@@ -14,7 +14,7 @@ import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig, split_of
 from fwe_cli.errors import OutputError
-from fwe_cli.loader.sources.bootstrap_format import FORMAT, Layout
+from fwe_cli.loader.files.bootstrap_format import FORMAT, Layout
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records

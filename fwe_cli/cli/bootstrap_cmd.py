@@ -14,8 +14,8 @@ from rich.table import Table
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
 from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
-from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.invocation import Run
+from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
@@ -81,13 +81,15 @@ def _summary(result: dict, artifact: str) -> None:
 
 def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
-    from fwe_cli.loader.sources.bootstrap_format import Layout
+    from fwe_cli.loader.files.bootstrap_format import Layout
 
     return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
 
 
 def _verify(out: str, json_out: bool, run: Run) -> None:
-    from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap  # the core loads when a command runs, not for --help
+    from fwe_cli.loader.files.bootstrap_format import (
+        verify_bootstrap,  # the core loads when a command runs, not for --help
+    )
 
     report = verify_bootstrap(out)
     report_verify(report, f"{report['files_checked']} files, {report['bytes'] / 1e9:.3f} GB", json_out, run)

@@ -12,14 +12,14 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, check_output_file, prepare_output_dir, utc_stamp, write_json
 from fwe_cli.cli.exit_codes import SMOKE_EXIT_CODES_HELP, exit_code_for, one_line, record_outcome
-from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.invocation import EarlyStart, Invocation, Run
+from fwe_cli.cli.options import FLAG_NAMES, ArtifactsDir, JsonFlag, fwe_command
 from fwe_cli.cli.output import console, fmt_s, report_failure
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
+from fwe_cli.loader.compose.mix_file import SOURCE_WORDS as NAMING_WORDS
 from fwe_cli.loader.config import env_snapshot, resolve_config
 from fwe_cli.loader.limits import check_limit
-from fwe_cli.loader.sources.mix_file import SOURCE_WORDS as NAMING_WORDS
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).
 
@@ -102,7 +102,7 @@ def start_early(words: dict, early: EarlyStart) -> None:
     waits for) and, for a run that reads the Hub, its tokenizer's download when it is not cached. The config comes
     from resolve_config as the run's will, from the words that say where the data is; words that do not resolve
     start nothing (the run reports them). `early` keeps how many Hub requests came before, for the run's count."""
-    from fwe_cli.loader.hub_env import requests_sent
+    from fwe_cli.loader.remote.hub_env import requests_sent
     from fwe_cli.loader.sources.registry import source_class
     from fwe_cli.loader.tokenization.names import hub_repo
 
@@ -113,12 +113,12 @@ def start_early(words: dict, early: EarlyStart) -> None:
     source = source_class(config.source)
     early.requests_from = requests_sent()  # the run's requests: from here on, counted in its artifact
     if config.source.uses_hub():  # the HTTP client, readied before the threads below start, each with its first request
-        from fwe_cli.loader.http import prepare
+        from fwe_cli.loader.remote.http import prepare
 
         prepare()
     repo = hub_repo(config.tokenizer) if config.tokenizer else None
     if config.source.uses_hub() and config.hub_cache and repo is not None:  # --no-cache revalidates: its load asks itself
-        from fwe_cli.loader.in_background import import_in_background
+        from fwe_cli.loader.flow.in_background import import_in_background
         from fwe_cli.loader.tokenization.hub_fetch import start_fetch
 
         if start_fetch(repo, "tokenizer.json"):  # first: a cold source starts importing pyarrow (and numpy) next

@@ -7,11 +7,11 @@
         for batch in loader:      # numpy int32 [batch_size, seq_len]
             ...
 
-Stages, one module each: `sources/` (documents from hub, local files or synthetic, each reader dealt its own),
-`tokenization/` (the `tokenizers` and tiktoken backends), `packing`, `pipeline` (the producer), `prefetch` (the
-bounded background queue), `telemetry` (heartbeat lines); `config` holds the one frozen config and its resolution.
-`FineWebDataset` (the loader as a torch IterableDataset, needs torch) lives with the other trainer adapters in
-fwe_cli.train and is re-exported here.
+Wings, one job each (ARCHITECTURE.md draws them): `sources/` (what every source shares) with the kinds in
+`files/`, `hub/` and `compose/`; `config` (the one frozen config and its resolution) and `stream` (a reader's
+documents); `pipeline/` (the producer: tokenization/ -> rows/), `state/` (resume); `flow/` (thread tools) and
+`remote/` (HTTP, retries, the Hub's environment) below them. `FineWebDataset` (the loader as a torch
+IterableDataset, needs torch) lives with the other trainer adapters in fwe_cli.train and is re-exported here.
 The public names below are imported on first use, so `import fwe_cli.loader.config` stays cheap.
 """
 

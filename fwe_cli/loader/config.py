@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fwe_cli.errors import ConfigError, SettingError
+from fwe_cli.loader.compose.mix_file import SOURCE_WORDS, named_source
 from fwe_cli.loader.limits import LIMITS, check_limit
 from fwe_cli.loader.shard import RANK_VARS, Shard, rank_from_env
-from fwe_cli.loader.sources.mix_file import SOURCE_WORDS, named_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
@@ -71,7 +71,7 @@ class LoaderConfig:
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""
     source: SourceSpec = field(default_factory=SourceSpec)
     """Where documents come from: a tree of sources (fwe_cli.loader.sources.spec); resolve_config builds it from the
-    flags that name it (sources.mix_file.named_source: one source, or a mix)."""
+    flags that name it (compose.mix_file.named_source: one source, or a mix)."""
     hub_cache: bool = True
     """Keep the native Hub reader's file listing and first row groups under the Hugging Face cache and use a cached
     Hub tokenizer.json as is, so a warm start needs at most one request before its first batch; False reads
@@ -96,10 +96,10 @@ class LoaderConfig:
     the first batch's timeout); its size is compared always. A part that differs fails the run, naming it."""
     grow: bool = False
     """With --tail hub: append the Hub documents read after the bootstrap's end to it as new parts (NSA_FWE_GROW), so
-    the next job starts local for longer (sources.growth)."""
+    the next job starts local for longer (compose.growth)."""
     labels: bool = False
     """Each batch is {"input", "labels"}, int32 [B, T] each, cut from windows of B*T + 1 tokens overlapping the next
-    by one token: every token of the stream is an input once and a label once (loader.packing)."""
+    by one token: every token of the stream is an input once and a label once (rows.packing)."""
     boundaries: bool = False
     """Each batch also carries document boundaries: "positions" (each token's index within its document, [B, T]) and
     "cu_seqlens" (each row's segment starts, then T, [B, T + 1]); the batch is a dict."""

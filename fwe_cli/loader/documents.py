@@ -8,7 +8,7 @@ from typing import Any, Callable
 class PlaceName(str):
     """A document's name that fwe made from where it is (`file:line`, `file:rowN`, `dataset#N`) because its record has
     no string `id` of its own: it names a place in a listing, not the document, and changes with the path or the
-    file order (a held-out split keys such a document by its text instead: sources.holdout)."""
+    file order (a held-out split keys such a document by its text instead: compose.holdout)."""
 
     __slots__ = ()
 

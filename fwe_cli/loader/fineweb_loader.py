@@ -5,7 +5,7 @@
         for batch in loader:            # np.int32 [batch_size, seq_len] (torch tensor with as_torch)
             ...
         stats = loader.stats()
-        state = loader.state_dict()     # resume: FineWebLoader(config, state=state) (see fwe_cli.loader.resume)
+        state = loader.state_dict()     # resume: FineWebLoader(config, state=state) (see fwe_cli.loader.state.resume)
 """
 
 from __future__ import annotations
@@ -16,22 +16,29 @@ import time
 import warnings
 from typing import Iterator
 
-from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.errors import ConfigError, EndOfData, FweError, LoaderError, LoaderTimeout
-from fwe_cli.loader.job_ranks import join_ranks
-from fwe_cli.loader.pipeline import Pipeline
-from fwe_cli.loader.prefetch import ProducerFailed, ThreadPrefetcher
-from fwe_cli.loader.resume import Resumed, build_state, check_states
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.flow.prefetch import ProducerFailed, ThreadPrefetcher
+from fwe_cli.loader.flow.stages import WaitBook, rounded
+from fwe_cli.loader.pipeline.producer import Pipeline
+from fwe_cli.loader.pipeline.quantiles import Quantiles
+from fwe_cli.loader.pipeline.telemetry import Heartbeat
+from fwe_cli.loader.remote import job_ranks
+from fwe_cli.loader.remote.transient import RetryScope, scoped
 from fwe_cli.loader.sources.spec import SourceSpec
-from fwe_cli.loader.stages import WaitBook, rounded
-from fwe_cli.loader.quantiles import Quantiles
-from fwe_cli.loader.telemetry import Heartbeat
+from fwe_cli.loader.state.resume import Resumed, build_state, check_states
 from fwe_cli.loader.tokenization.names import described
-from fwe_cli.loader.transient import RetryScope, scoped
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
 FALLBACK_JOIN_S = 1.0
+
+
+def join_ranks(config: LoaderConfig) -> None:
+    """Under torch.distributed, make fwe's group of the job's ranks (remote.job_ranks) on the caller's thread when the
+    config lists the Hub's files (any node of its tree): rank 0 then resolves the listing for every rank."""
+    if config.source.lists_hub_files():
+        job_ranks.join_ranks(config.loader_timeout)
 
 
 class FineWebLoader:
@@ -49,14 +56,13 @@ class FineWebLoader:
         self.fallback: dict | None = None
         self.warmup_report: dict | None = None
         self.fetch_s = Quantiles()  # every wait's seconds, in a structure that does not grow with the steps
-        self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (loader.stages)
+        self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (flow.stages)
         self._steps = 0
         self._closed = False
         self._position = resumed.position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
         # this loader's Hub retries (on any of its threads, which start in its scope) go to its heartbeat and end
-        # within its timeout (the observer holds the heartbeat, not self: an unclosed loader is still collected);
-        # under torch.distributed the ranks' group for sharing the Hub listing is made here, on the caller's thread
+        # within its timeout (the observer holds the heartbeat, not self: an unclosed loader is still collected)
         heartbeat = self.heartbeat
         self._retries = RetryScope(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
                                    budget_s=config.loader_timeout)
@@ -257,7 +263,7 @@ class FineWebLoader:
         """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
         `load_state_dict`) continues right after the last batch this loader returned."""
         p = self.pipeline
-        return build_state(p.config, p.documents, self._position, self._steps, p.recent)
+        return build_state(p.config, p.documents, self._position, self._steps, p.recent.ended(self._position))
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (a `state_dict()`), as `FineWebLoader(config, state=state)` would: the producer
@@ -274,7 +280,6 @@ class FineWebLoader:
         self._start(resumed)
 
     # -- stats -------------------------------------------------------------------------------------
-
     def stats(self) -> dict:
         """Counters and latencies so far (JSON-able)."""
         p = self.pipeline
@@ -282,18 +287,14 @@ class FineWebLoader:
         fetch = self.fetch_s.percentiles_ms()
         tokenize_s, by_backend = p.encoded()
         return {
-            "steps": self._steps,
-            "first_batch_s": self.first_batch_s,
+            "steps": self._steps, "first_batch_s": self.first_batch_s,
             "fetch_p50_ms": fetch["p50"], "fetch_p95_ms": fetch["p95"], "fetch_p99_ms": fetch["p99"],
-            "fetch_max_ms": fetch["max"],
-            "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
+            "fetch_max_ms": fetch["max"], "docs": p.docs, "tokens_produced": p.tokens, "batches_produced": p.batches,
             "tokenize_s": round(tokenize_s, 6), "tokenizer_threads": p.threads, "cropped": p.cropped(),
             "stage": p.stage,
             "tokenizer": None if tok is None else dict(described(tok), docs_by_backend=by_backend),
-            "source": p.documents.describe(),
-            "warmup": self.warmup_report,
-            "fallback": self.fallback,
+            "source": p.documents.describe(), "warmup": self.warmup_report, "fallback": self.fallback,
             **p.documents.figures(p.docs, p.tokens),
             "producer_alive": self.producer_alive,
-            **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (loader.stages)
+            **self.waits.stats(p.clock),  # mean queue fill; the waits and the producer's time by stage (flow.stages)
         }

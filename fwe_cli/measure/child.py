@@ -35,7 +35,7 @@ def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
     if not raw:
         return None
     from fwe_cli.errors import ConfigError
-    from fwe_cli.loader.pipeline import Pipeline
+    from fwe_cli.loader.pipeline.producer import Pipeline
 
     value, _, ms = raw.partition(":")
     try:
@@ -67,7 +67,7 @@ def _steady(loader, steps: int, step_ms: float, min_s: float = 0.0) -> dict:
     import psutil
 
     from fwe_cli.errors import EndOfData
-    from fwe_cli.loader.quantiles import Quantiles
+    from fwe_cli.loader.pipeline.quantiles import Quantiles
     from fwe_cli.measure.warmup import StalledSteps
 
     proc = psutil.Process()
@@ -155,8 +155,8 @@ def main(t0_wall: float) -> None:
     from fwe_cli.artifacts import error_record
     from fwe_cli.errors import FweError
     from fwe_cli.loader.config import LoaderConfig
-    from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
     from fwe_cli.loader.fineweb_loader import FineWebLoader
+    from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
 
     config = LoaderConfig.from_json(spec["config"])
     counting = False

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from fwe_cli.loader.hub_env import note_request, requests_sent  # noqa: F401 - requests_sent is this module's API
+from fwe_cli.loader.remote.hub_env import note_request, requests_sent  # noqa: F401 - requests_sent is this module's API
 from fwe_cli.loader.tokenization.names import hub_repo
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ def disk(paths: dict[str, str]) -> list[dict]:
 
 def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, tokenizer: str) -> dict:
     """What the Hugging Face cache holds for this dataset config and tokenizer (read from disk only)."""
-    from fwe_cli.loader.hub_env import cached_file, fwe_cache_dir, hub_cache_dir
-    from fwe_cli.loader.sources.hub_listing import cached_listing
+    from fwe_cli.loader.hub.listing import cached_listing
+    from fwe_cli.loader.remote.hub_env import cached_file, fwe_cache_dir, hub_cache_dir
     from fwe_cli.loader.tokenization.doc_tokenizer import PACKAGED_REPOS
     from fwe_cli.loader.tokenization.names import HUB_ALIASES
 
@@ -41,7 +41,7 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
     sha = listing.revision if listing is not None else None
     heads = {"entries": 0, "directory": None}
     if listing is not None:
-        from fwe_cli.loader.sources.hub_head_cache import HeadCache
+        from fwe_cli.loader.hub.head_cache import HeadCache
 
         directory = HeadCache(listing).directory
         entries = os.listdir(directory) if os.path.isdir(directory) else []
@@ -67,8 +67,8 @@ def hf_cache(dataset: str, name: str | None, split: str, revision: str | None, t
 def hub(dataset: str, revision: str | None, timeout: float = HEAD_TIMEOUT_S) -> dict:
     """One HEAD of the dataset card's resolve URL: reachable (any HTTP answer) with its round trip, or why not.
     HF_HUB_OFFLINE=1: no request at all."""
-    from fwe_cli.loader.hub_env import endpoint, offline, resolve_url, token
-    from fwe_cli.loader.http import HttpStatusError, head
+    from fwe_cli.loader.remote.http import HttpStatusError, head
+    from fwe_cli.loader.remote.hub_env import endpoint, offline, resolve_url, token
 
     where = endpoint()
     found = {"endpoint": where, "offline": offline(), "token": token() is not None, "reachable": None,

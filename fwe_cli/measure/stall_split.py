@@ -2,7 +2,7 @@
 
 Pure functions of measured run records (`fwe_cli.measure.cold_warm.spawn_run`): each carries its steady-state
 `stall_fraction` and `wall_s`, and `stall_by_stage_s`, the waits after the first batch split by what the producer
-was doing (fwe_cli.loader.stages). Runs are pooled: the time blocked over the wall time of them all, and the waits'
+was doing (fwe_cli.loader.flow.stages). Runs are pooled: the time blocked over the wall time of them all, and the waits'
 stages summed.
 """
 

@@ -3,7 +3,7 @@
     BOOTSTRAP = OutputKind(format="fwe-bootstrap/1", what="bootstrap", command="fwe bootstrap",
                            shape_problem=manifest_problem, listed=lambda manifest: manifest["files"])
 
-An output's layout (loader/sources/bootstrap_format.py Layout, tokens/layout.py TokensLayout) carries its kind and its paths.
+An output's layout (loader/files/bootstrap_format.py Layout, tokens/layout.py TokensLayout) carries its kind and its paths.
 """
 
 from __future__ import annotations

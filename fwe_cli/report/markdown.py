@@ -3,12 +3,12 @@ GitHub's flavour so a CI job can append it to its step summary (`cat OUT/report.
 
 from __future__ import annotations
 
-from fwe_cli.loader.quantiles import percentiles_ms
+from fwe_cli.loader.pipeline.quantiles import percentiles_ms
 from fwe_cli.measure.tune_warmup import warmup_text
 from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, tune_heatmaps
 from fwe_cli.report.mix_shares import MixShares, share_text
-from fwe_cli.report.row_fill import RowFill
 from fwe_cli.report.plan import Section
+from fwe_cli.report.row_fill import RowFill
 from fwe_cli.report.series import Timeline
 
 TITLES = {"measure": "fwe measure", "tune": "fwe tune", "smoke": "fwe smoke", "heartbeats": "training job heartbeats"}

@@ -2,7 +2,7 @@
 boundary, queue fill and head/tail parts) and the split of those waits by what the producer was doing.
 
 Pure functions of the lines (`fwe_cli.report.inputs` reads them; `fwe_cli.report.draw` draws these). The optional
-fields of `fineweb_fetch` lines (`queue_fill`, `wait_s_by_stage`: fwe_cli.loader.stages; `part`) are used when
+fields of `fineweb_fetch` lines (`queue_fill`, `wait_s_by_stage`: fwe_cli.loader.flow.stages; `part`) are used when
 present, and a series from lines without them (an older fwe's) simply has none (None)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from fwe_cli.loader.stages import STAGES
+from fwe_cli.loader.flow.stages import STAGES
 
 # The producer's stages in pipeline order: known ones are shown in this order, any other after them by name.
 KNOWN_STAGES = STAGES

@@ -4,7 +4,7 @@ The project's tokenizers encode a batch of documents to one array, ids(doc0) + [
 each document's length (fwe_cli.loader.tokenization.doc_ends); moving its last end-of-text token to the front gives
 llm.c's layout (end-of-text *before* every document).
 
-Batches are encoded on a thread pool (fwe_cli.loader.in_order: both backends release the GIL; nothing forks) and
+Batches are encoded on a thread pool (fwe_cli.loader.flow.in_order: both backends release the GIL; nothing forks) and
 taken strictly in submission order, so the output never depends on thread count or timing; the tiktoken backend is
 used only once proven to give identical ids (UpgradingTokenizer), so it cannot change the output either.
 """
@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from fwe_cli.errors import TokenizerError
-from fwe_cli.loader.encoding import current_backend
-from fwe_cli.loader.in_order import in_order
+from fwe_cli.loader.flow.in_order import in_order
+from fwe_cli.loader.pipeline.encoding import current_backend
 from fwe_cli.loader.tokenization.doc_ends import DocEnds
 
 DOC_BATCH = 256  # documents per encode call: large enough that per-call overhead vanishes, small enough to spread

@@ -1,7 +1,7 @@
 """Where a token output's files live, its manifest, and what decides whether a re-run may resume it.
 
     OUT/manifest.json                    format "fwe-tokens/1": the record of truth (see runbooks/tokens.md)
-    OUT/fineweb_train_000000.bin         shards, llm.c's names and format (fwe_cli/loader/sources/token_shards.py)
+    OUT/fineweb_train_000000.bin         shards, llm.c's names and format (fwe_cli/loader/files/token_shards.py)
     OUT/fineweb_train_000000.idx.npy     each shard's document index
     OUT/*.partial                        a shard or index being written (never read; removed by the next run)
     OUT/.fwe-tokens.lock                 held by the run writing OUT (fwe_cli/output/lock.py)
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fwe_cli.loader.sources.token_shards import INDEX_SUFFIX, TOKENS_FORMAT, dtype_for, version_for
+from fwe_cli.loader.files.token_shards import INDEX_SUFFIX, TOKENS_FORMAT, dtype_for, version_for
 from fwe_cli.loader.tokenization.names import BYTE, BYTE_DESCRIPTION, vocabulary_hash
 from fwe_cli.output.kind import OutputKind
 from fwe_cli.output.os_errors import on_output

@@ -28,8 +28,8 @@ import shutil
 
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.errors import OutputError
+from fwe_cli.loader.files.token_shards import index_path
 from fwe_cli.loader.sources.bad_records import MAX_REPORTED_BAD
-from fwe_cli.loader.sources.token_shards import index_path
 from fwe_cli.output import prepare
 from fwe_cli.output.faults import NO_FAULTS, Faults
 from fwe_cli.output.lock import OutputLock

@@ -13,7 +13,7 @@ import os
 
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
-from fwe_cli.loader.sources.token_shards import HEADER_INTS, MAGIC, TOKENS_FORMAT
+from fwe_cli.loader.files.token_shards import HEADER_INTS, MAGIC, TOKENS_FORMAT
 from fwe_cli.output import prepare
 from fwe_cli.tokens.layout import TokensLayout
 
@@ -22,8 +22,8 @@ def open_text_source(src: str, strict: bool = False, holdout: float | None = Non
                      holdout_split: str | None = None):
     """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads,
     with `strict` a malformed record stops it (--bad-records error); with `holdout`, one side of a held-out split of
-    it (sources.holdout). A token directory has no text to tokenize: SourceError saying so."""
-    from fwe_cli.loader.sources.local_files import no_text
+    it (compose.holdout). A token directory has no text to tokenize: SourceError saying so."""
+    from fwe_cli.loader.files.listing import no_text
     from fwe_cli.loader.sources.registry import open_source
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec, held_out
 

@@ -27,14 +27,14 @@ import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.errors import ConfigError, DiskSpaceError, OutputError, SettingError, SourceError, os_error_line
 from fwe_cli.hostinfo import usable_cores
+from fwe_cli.loader.compose.holdout import Holdout
+from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import check_reading_settings
+from fwe_cli.loader.files.token_shards import dtype_for
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.mix_file import refuse_mix
-from fwe_cli.loader.sources.holdout import Holdout
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import decode, encode
 from fwe_cli.loader.sources.spec import SourceSpec, held_out
-from fwe_cli.loader.sources.token_shards import dtype_for
 from fwe_cli.output.faults import Faults
 from fwe_cli.output.lock import OutputLock
 from fwe_cli.output.manifest_file import write_manifest
@@ -65,7 +65,7 @@ class TokenizeConfig:
     split: TaskSplit = field(default_factory=TaskSplit)
     """Which task of a split run this is (tokens/split.py); one task writes `out` itself."""
     holdout: float | None = None
-    """Tokenize one side of a held-out split of this fraction of the documents (sources.holdout); None: all of them."""
+    """Tokenize one side of a held-out split of this fraction of the documents (compose.holdout); None: all of them."""
     holdout_split: str | None = None
     """The side: 'train' (the default with `holdout`) or 'holdout'."""
 

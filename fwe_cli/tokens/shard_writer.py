@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from fwe_cli.loader.sources.token_shards import HEADER_BYTES, header, index_path
+from fwe_cli.loader.files.token_shards import HEADER_BYTES, header, index_path
 from fwe_cli.output.manifest_file import fsync_dir
 from fwe_cli.output.os_errors import on_output
 from fwe_cli.output.verify import sha256_file

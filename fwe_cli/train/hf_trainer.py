@@ -31,7 +31,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.job_ranks import torch_distributed
+from fwe_cli.loader.remote.job_ranks import torch_distributed
 
 
 class FweDataCallback(TrainerCallback, ExportableState):

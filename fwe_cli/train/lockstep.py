@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, TypeVar
 
-from fwe_cli.loader.job_ranks import torch_distributed
+from fwe_cli.loader.remote.job_ranks import torch_distributed
 
 T = TypeVar("T")
 _END = object()

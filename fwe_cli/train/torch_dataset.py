@@ -33,8 +33,8 @@ import numpy as np
 
 from fwe_cli.errors import ConfigError, FweError
 from fwe_cli.loader.config import LoaderConfig
-from fwe_cli.loader.encoding import effective_threads
 from fwe_cli.loader.fineweb_loader import FineWebLoader
+from fwe_cli.loader.pipeline.encoding import effective_threads
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.tokenization.doc_tokenizer import UpgradingTokenizer, load_tokenizer
 from fwe_cli.train.state import ReaderState, Rows, reader_states, worker_reader

@@ -45,7 +45,7 @@ def real_texts() -> list[str]:
 
 def synthetic_records(seed: int) -> Iterator[dict]:
     """fwe's synthetic FineWeb-Edu records (all ten fields) of `seed`, in order, without end."""
-    from fwe_cli.loader.sources.synthetic import synthetic_record
+    from fwe_cli.loader.files.synthetic import synthetic_record
 
     return (synthetic_record(seed, index) for index in itertools.count())
 
@@ -69,7 +69,7 @@ def build_corpus(directory: str, min_mb: float, synthetic: bool = False) -> tupl
     synthetic records); reused when already built. Returns (path, what it holds)."""
     real = not synthetic and SUBSET.is_file() and SAMPLE.is_file()
     kind = "real FineWeb text (../shared/fineweb_real: fineweb_subset.json + fineweb_sample.txt), replicated" \
-        if real else "synthetic FineWeb-Edu records (fwe_cli.loader.sources.synthetic)"
+        if real else "synthetic FineWeb-Edu records (fwe_cli.loader.files.synthetic)"
     path = os.path.join(directory, f"{'real' if real else 'synthetic'}_{min_mb:g}mb.jsonl")
     if os.path.isfile(path):
         return path, kind

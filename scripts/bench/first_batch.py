@@ -30,7 +30,7 @@ TARGET_S = 0.3
 
 
 def make_jsonl(directory: str) -> tuple[str, str]:
-    from fwe_cli.loader.sources.synthetic import synthetic_record
+    from fwe_cli.loader.files.synthetic import synthetic_record
 
     if SUBSET.is_file():
         records = [{"text": r["text"], "id": str(r["id"])} for r in orjson.loads(SUBSET.read_bytes())]

@@ -1,5 +1,5 @@
 """Benchmark: how many tokens each packing crops, and at what speed: greedy rows (every row starts at a document,
-the one that does not fit is cropped) against best-fit rows (fwe_cli.loader.best_fit) on the same text.
+the one that does not fit is cropped) against best-fit rows (fwe_cli.loader.rows.best_fit) on the same text.
 
 Real FineWeb text when ../shared/fineweb_real is there (replicated to --min-mb; else synthetic records:
 scripts.bench.corpus), GPT-2, batches of 8 rows of T = 1024, 2048 and 4096 tokens, --batches each, with document

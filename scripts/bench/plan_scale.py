@@ -77,9 +77,9 @@ def plan_once(units, seed, reader: int) -> float:
 
 def replan_once(units, reader: int) -> float:
     """One new reader dealt from every old reader's frontier (each stopped somewhere in its stretch)."""
+    from fwe_cli.loader.hub.source import HubRowPosition
     from fwe_cli.loader.shard import Shard
     from fwe_cli.loader.sources.deal import Frontier, fresh, leaf_share
-    from fwe_cli.loader.sources.hub_source import HubRowPosition
     from fwe_cli.loader.sources.order import Cursor, Window
     from fwe_cli.loader.sources.units import BLOCK_BYTES, epoch_layout
 

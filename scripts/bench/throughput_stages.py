@@ -199,8 +199,8 @@ def time_ceiling(tokenizer_path: str, texts: list[str], all_candidates: bool = F
 
 def stage_ceiling(args) -> dict:
     """The fastest tokenizer giving the right ids (time_ceiling's best candidate), and its stream's hashes."""
-    from scripts.bench.corpus import read_texts
     from fwe_cli.hostinfo import usable_cores
+    from scripts.bench.corpus import read_texts
 
     texts = read_texts(args.data)
     results, stream = time_ceiling(args.tokenizer, texts, args.all_candidates)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwe_cli.bootstrap.config import bootstrap_config
-from fwe_cli.loader.sources.bootstrap_format import Layout
 from fwe_cli.bootstrap.run import run_bootstrap
+from fwe_cli.loader.files.bootstrap_format import Layout
 from tests.output_support import ResumableOutput
 
 # Small enough for a test (about 2,400 synthetic documents), large enough for three parts and several chunks.

@@ -15,9 +15,9 @@ from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.errors import ConfigError, OutputError
 from fwe_cli.loader.config import Shard, resolve_config
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.sources.spec import SourceSpec, held_out
-from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.stream import DocumentStream
 from tests.bootstrap.support import assert_same_output, core_run, lines_of, manifest_of
 from tests.bootstrap.test_sources import _resumes_exactly
 from tests.helpers import run_fwe, write_jsonl

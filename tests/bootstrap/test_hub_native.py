@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fwe_cli.bootstrap.config import bootstrap_config
-from fwe_cli.loader.sources.bootstrap_format import Layout
 from fwe_cli.bootstrap.run import run_bootstrap
-from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE
+from fwe_cli.loader.files.bootstrap_format import Layout
+from fwe_cli.loader.hub.ranges import FOOTER_PROBE
 from tests.bootstrap.support import cli, file_hashes, leftovers, lines_of, manifest_of
 from tests.helpers import run_fwe
 from tests.hubsim.clientenv import client_env

@@ -10,7 +10,7 @@ import sys
 
 import orjson
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.bootstrap.support import lines_of, manifest_of
 from tests.helpers import REPO_ROOT
 from tests.hubsim.repos import MANIFEST
@@ -22,7 +22,7 @@ import sys, orjson
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.errors import FweError
-from fwe_cli.loader.transient import RetryScope, scoped
+from fwe_cli.loader.remote.transient import RetryScope, scoped
 
 out, stop_after, budget_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 polls = iter(range(10**6))

@@ -11,7 +11,7 @@ import pytest
 
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.bootstrap.support import lines_of, manifest_of
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.repos import DATA_DIR, DATASET_CARD, DATASET_REPO, ROW_GROUP_ROWS, SCHEMA, shard_name

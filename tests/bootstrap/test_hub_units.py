@@ -18,7 +18,7 @@ from fwe_cli.bootstrap.hub_download import Cancelled, Fetcher
 from fwe_cli.bootstrap.hub_stream import HubFileStream
 from fwe_cli.errors import ConfigError, OutputError, SourceError
 from fwe_cli.loader.config import Shard
-from fwe_cli.loader.sources.hub_listing import HubFile, HubListing
+from fwe_cli.loader.hub.listing import HubFile, HubListing
 from tests.bootstrap.support import core_run
 from tests.helpers import invoke
 from tests.hubsim.repos import DATASET_REPO
@@ -219,10 +219,10 @@ def test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader(tmp_pat
     only with --hub-reader datasets: the native reader refuses it, naming the flag."""
     from datasets import Dataset
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict({"text": [f"d{i} " * 50 for i in range(500)]})
                         .to_iterable_dataset())
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "a" * 40)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.hub_revision", lambda dataset, revision=None: "a" * 40)
     flags = dict(gb=1, file_mb=0.01, dataset="test/in-memory")
     from fwe_cli.bootstrap.run import run_bootstrap
 

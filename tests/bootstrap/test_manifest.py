@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from fwe_cli.loader.sources.bootstrap_format import FORMAT, Layout
-from fwe_cli.output.manifest_file import load_manifest, write_manifest
 from fwe_cli.errors import OutputError
+from fwe_cli.loader.files.bootstrap_format import FORMAT, Layout
+from fwe_cli.output.manifest_file import load_manifest, write_manifest
 
 
 @pytest.fixture(params=["directory", "single-file"])

@@ -16,12 +16,12 @@ import pytest
 from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.loader.config import Shard, resolve_config
-from fwe_cli.output.part_writer import PartWriter
-from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.stream import DocumentStream
+from fwe_cli.output.part_writer import PartWriter
 from tests.bootstrap.support import cli, core_run, killed_at, lines_of, manifest_of
 from tests.helpers import write_jsonl
 
@@ -162,9 +162,9 @@ def test_hub_positions_resume_exactly(monkeypatch):
     from datasets import Dataset
 
     rows = {"text": [None if i % 11 == 3 else f"hub doc {i}" for i in range(90)], "id": [f"h{i}" for i in range(90)]}
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.open_hub_stream",
                         lambda *a, **k: Dataset.from_dict(rows).to_iterable_dataset(num_shards=3))
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "b" * 40)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.hub_revision", lambda dataset, revision=None: "b" * 40)
     spec = SourceSpec.of("hub", dataset="test/in-memory", hub_reader="datasets")
     _resumes_exactly(spec, Shard(2, 1), limit=40)
     stream = _records(spec, Shard(2, 1))
@@ -268,8 +268,8 @@ def test_hub_bootstrap_records_and_pins_the_revision_across_a_resume(tmp_path, m
         opened.append(revision)
         return Dataset.from_dict(rows).to_iterable_dataset(num_shards=4)
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision",
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.hub_revision",
                         lambda dataset, revision=None: revision or "0123abcd" * 5)
     flags = dict(gb=0.0004, file_mb=0.1, dataset="test/in-memory", hub_reader="datasets")
     whole = core_run(tmp_path / "whole", **flags)
@@ -301,8 +301,8 @@ def test_hub_endpoint_that_cannot_serve_the_sha_fails_instead_of_reading_its_def
             raise SourceError(f"no such revision {revision}")
         return Dataset.from_dict({"text": ["a", "b", "c"]}).to_iterable_dataset()
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream", fake_open)
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "f" * 40)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.open_hub_stream", fake_open)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.hub_revision", lambda dataset, revision=None: "f" * 40)
     with pytest.raises(SourceError, match=f"no such revision {'f' * 40}"):
         core_run(tmp_path / "out", gb=1, dataset="test/in-memory", hub_reader="datasets")
     assert opened == ["f" * 40]

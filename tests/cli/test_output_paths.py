@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from fwe_cli.errors import OutputError
-from fwe_cli.loader.telemetry import Heartbeat
+from fwe_cli.loader.pipeline.telemetry import Heartbeat
 from tests.helpers import invoke, write_jsonl
 
 # rich would read [red] and [/] as markup and drop [torch] as an unknown tag; as a path it is two folders, "[red]x["

@@ -63,7 +63,7 @@ from typer.testing import CliRunner
 from fwe_cli.cli.app import app
 from fwe_cli.cli.invocation import Run
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.synthetic import SyntheticSource
+from fwe_cli.loader.files.synthetic import SyntheticSource
 
 report, artifacts, stuck_at, *flags = sys.argv[1:]
 release = threading.Event()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.helpers import invoke, write_jsonl
 
 

@@ -14,8 +14,7 @@ import sys
 import orjson
 
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.loader.sources.stream import DocumentStream
-
+from fwe_cli.loader.stream import DocumentStream
 
 # as in the `fwe` process: `datasets` would import torch for each streaming dataset it builds, and no id depends on it
 os.environ.setdefault("USE_TORCH", "0")

@@ -183,6 +183,6 @@ def hub_env(hub, monkeypatch, tmp_path):
 def stalled_listing(hub) -> dict[str, str]:
     """A client environment for the test Hub with its file listing (paths-info) never answered, and a client that
     would wait a minute for it: a cold Hub start that hangs far past a loader's deadline and the watchdog's grace
-    (a Hub that answers nothing at all is given up on after 3 s: hub_api.OPEN_TIMEOUT_S)."""
+    (a Hub that answers nothing at all is given up on after 3 s: hub.api.OPEN_TIMEOUT_S)."""
     hub.set_faults(stall_match="paths-info")
     return {**hub.env(hub.new_home()), "HF_HUB_DOWNLOAD_TIMEOUT": "60"}

@@ -9,7 +9,7 @@
       models/openai-community/gpt2/tokenizer.json                      GPT-2, built offline
       hubsim.json                                                       what was built (parameters, sizes)
 
-Rows come from `fwe_cli.loader.sources.synthetic.synthetic_record(seed, i)`, numbered across shards in order, so
+Rows come from `fwe_cli.loader.files.synthetic.synthetic_record(seed, i)`, numbered across shards in order, so
 the stream a client reads is the synthetic stream: row i of the dataset is record i. Shards are filled
 one row group at a time until each reaches its share of `mb`; a shard always holds at least one row group.
 
@@ -33,8 +33,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.tokenization.gpt2_vocab import write_gpt2_tokenizer_json
-from fwe_cli.loader.sources.synthetic import synthetic_record
 
 DATASET_REPO = "HuggingFaceFW/fineweb-edu"
 MODEL_REPO = "openai-community/gpt2"

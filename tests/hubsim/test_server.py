@@ -19,7 +19,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.hubsim import handler
 from tests.hubsim.fixtures import TEST_SPEC
 from tests.hubsim.repos import DATASET_REPO, MODEL_REPO, SCHEMA

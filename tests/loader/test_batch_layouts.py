@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.packing import Packer
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.rows.packing import Packer
 from tests.helpers import write_jsonl
 
 BYTE_EOS = 256

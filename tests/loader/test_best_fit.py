@@ -11,7 +11,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.best_fit import RAMP, BestFit, Mark, decode_taken, encode_taken
+from fwe_cli.loader.rows.best_fit import RAMP, BestFit, Mark, decode_taken, encode_taken
 from fwe_cli.loader.shard import Shard
 from tests.helpers import invoke, write_jsonl
 from tests.train.corpus import doc_numbers

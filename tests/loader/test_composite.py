@@ -18,7 +18,7 @@ from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.registry import register
 from fwe_cli.loader.sources.spec import SourceSpec
-from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.stream import DocumentStream
 from fwe_cli.measure.smoke import SmokeRun, read_resume_state
 
 

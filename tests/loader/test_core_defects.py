@@ -12,7 +12,7 @@ import pytest
 from fwe_cli.errors import LoaderError
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.fineweb_loader import FineWebLoader
-from fwe_cli.loader.sources.hub_first_batches import FIRST_BATCHES
+from fwe_cli.loader.hub.first_batches import FIRST_BATCHES
 
 
 def test_a_full_queue_of_one_document_batches_still_records_the_consumed_document():
@@ -91,8 +91,8 @@ def test_the_source_is_made_once_when_the_consumer_and_the_producer_ask_together
     source that never opened: "0 files then" on resume)."""
     import threading
 
-    from fwe_cli.loader.sources import stream as stream_module
-    from fwe_cli.loader.sources.stream import DocumentStream
+    from fwe_cli.loader import stream as stream_module
+    from fwe_cli.loader.stream import DocumentStream
 
     made = []
     real = stream_module.open_source

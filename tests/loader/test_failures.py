@@ -9,7 +9,7 @@ import pytest
 
 from fwe_cli.loader import FineWebLoader, LoaderError, LoaderTimeout, SourceError, resolve_config
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.stream import DocumentStream
 from tests.helpers import invoke
 
 
@@ -77,7 +77,7 @@ def test_hanging_source_raises_timeout_naming_stage(tmp_path, synthetic_jsonl, m
         release.wait()  # a read that never returns (until the test lets it go, so the daemon thread can finish)
         yield from ()
 
-    monkeypatch.setattr("fwe_cli.loader.sources.file_sources.read_local", blocked_read)
+    monkeypatch.setattr("fwe_cli.loader.files.text.read_local", blocked_read)
     cfg = resolve_config(env={}, local_path=str(synthetic_jsonl), loader_timeout=0.5)
     loader = FineWebLoader(cfg)
     try:

@@ -14,13 +14,17 @@ import numpy as np
 import pytest
 
 from fwe_cli.errors import TokenizerError
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.remote.transient import RetryScope, scoped
 from fwe_cli.loader.tokenization import hub_fetch
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
-from fwe_cli.loader.tokenization.gpt2_vocab import (ENCODER_JSON_SHA256, EOT, VOCAB_BPE_SHA256,
-                                                    packaged_gpt2_tokenizer_json)
+from fwe_cli.loader.tokenization.gpt2_vocab import (
+    ENCODER_JSON_SHA256,
+    EOT,
+    VOCAB_BPE_SHA256,
+    packaged_gpt2_tokenizer_json,
+)
 from fwe_cli.loader.tokenization.probes import SURROGATE_SAMPLES, probe_texts
-from fwe_cli.loader.transient import RetryScope, scoped
 from scripts.bench.check_gpt2_offline import gpt2_reference_encoding
 
 REPO_PATH = "/openai-community/gpt2/resolve/main/tokenizer.json"

@@ -1,6 +1,6 @@
-"""A bootstrap of the Hub continued from the Hub (`--local-path DIR --tail hub`, sources.head_tail): the Hub's own
+"""A bootstrap of the Hub continued from the Hub (`--local-path DIR --tail hub`, compose.head_tail): the Hub's own
 stream, the documents the bootstrap holds read from its parts; one cursor over both; the Hub unreachable at the
-boundary; and `--grow`, which appends the tail read to the bootstrap (sources.growth).
+boundary; and `--grow`, which appends the tail read to the bootstrap (compose.growth).
 
 The test Hub here has 3 parquet files of 3 row groups of 100 rows (~2.4 KB documents); the bootstrap holds 0.2 MB,
 which stops inside the first row group of the first file, in parts of 0.05 MB. The native reader reads the endpoint
@@ -26,7 +26,7 @@ from fwe_cli.bootstrap.config import bootstrap_config
 from fwe_cli.bootstrap.run import run_bootstrap
 from fwe_cli.errors import SourceError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.bootstrap_format import verify_bootstrap
+from fwe_cli.loader.files.bootstrap_format import verify_bootstrap
 from fwe_cli.loader.sources.units import permutation
 from tests.helpers import fwe_env, invoke, run_fwe
 from tests.hubsim.clientenv import client_env
@@ -333,7 +333,7 @@ def test_grow_reads_without_growing_while_another_run_holds_the_bootstrap(hub, h
     """While another run holds the bootstrap's lock (another rank growing it, `fwe bootstrap` extending it), a
     --grow loader says so in one note and reads the same batches without writing anything."""
     from fwe_cli.errors import FweNotice
-    from fwe_cli.loader.sources.bootstrap_format import Layout
+    from fwe_cli.loader.files.bootstrap_format import Layout
     from fwe_cli.output.lock import OutputLock
 
     out = own_copy(head, tmp_path)

@@ -1,4 +1,4 @@
-"""The held-out split (`--holdout F --holdout-split train|holdout`, sources.holdout): a document's side is a pure
+"""The held-out split (`--holdout F --holdout-split train|holdout`, compose.holdout): a document's side is a pure
 function of its id (of its text where it has none), so the two sides are disjoint, together the whole stream, and the
 same for any shard, shuffle, file order, Q, doc batch, threads or resume; a state saved inside the split resumes it
 exactly. The rule is restated here from its documentation (blake2b, 8 bytes, big-endian, below F * 2**64): changing
@@ -17,9 +17,9 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.holdout import HoldoutOptions
+from fwe_cli.loader.compose.holdout import HoldoutOptions
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec, held_out
-from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.stream import DocumentStream
 from fwe_cli.measure.smoke import SmokeRun, read_resume_state
 from tests.helpers import write_jsonl
 from tests.loader.token_dirs import write_token_dir
@@ -234,7 +234,8 @@ class _FakeDist:
 def test_a_split_of_the_native_hub_joins_the_jobs_ranks(monkeypatch):
     """Under torch.distributed, a loader over the split of the native Hub reader makes fwe's group of ranks (so rank
     0 resolves the listing for all and every rank reads the same commit), as one over the Hub itself does."""
-    from fwe_cli.loader import job_ranks
+    from fwe_cli.loader.fineweb_loader import join_ranks
+    from fwe_cli.loader.remote import job_ranks
 
     dist = _FakeDist()
     torch = type("torch", (), {"distributed": dist})
@@ -242,5 +243,5 @@ def test_a_split_of_the_native_hub_joins_the_jobs_ranks(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
     for source, made in (({"source": "synthetic"}, []), ({"source": "hub", "holdout": 0.1}, ["gloo"])):
         monkeypatch.setattr(job_ranks, "_joined", (None, None))
-        job_ranks.join_ranks(resolve_config(env={}, **source))
+        join_ranks(resolve_config(env={}, **source))
         assert dist.made == made

@@ -20,8 +20,8 @@ import pytest
 
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.fineweb_loader import FineWebLoader
-from fwe_cli.loader.sources.hub_native import HubNative
-from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE
+from fwe_cli.loader.hub.native import HubNative
+from fwe_cli.loader.hub.ranges import FOOTER_PROBE
 from tests.helpers import REPO_ROOT
 from tests.hubsim.fixtures import HubRun
 

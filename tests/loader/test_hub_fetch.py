@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
+from fwe_cli.loader.remote.transient import RetryScope, scoped
 from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file, start_fetch
-from fwe_cli.loader.transient import RetryScope, scoped
 from tests.helpers import REPO_ROOT
 from tests.hubsim.repos import MODEL_REPO
 

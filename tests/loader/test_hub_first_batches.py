@@ -1,4 +1,4 @@
-"""A warm native Hub start hands over the first batches an earlier run kept (sources/hub_first_batches): the same
+"""A warm native Hub start hands over the first batches an earlier run kept (hub.first_batches): the same
 batches as a cold start, the stream going on exactly after them, a resume state after any of them exact; and any
 change of what the batches depend on misses. Loaders in this process, against the test Hub (hub_env)."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.fineweb_loader import FineWebLoader
-from fwe_cli.loader.sources.hub_first_batches import FIRST_BATCHES
-from fwe_cli.loader.sources.hub_head_cache import HeadCache
+from fwe_cli.loader.hub.first_batches import FIRST_BATCHES
+from fwe_cli.loader.hub.head_cache import HeadCache
 
 SETTINGS = dict(source="hub", hub_reader="native", tokenizer="gpt2", seq_len=256, batch_size=2)
 

@@ -1,4 +1,4 @@
-"""fwe's own HTTP to the Hub (fwe_cli/loader/http.py, on urllib3), against the test Hub server: kept-alive
+"""fwe's own HTTP to the Hub (fwe_cli/loader/remote/http.py, on urllib3), against the test Hub server: kept-alive
 connections and the ones the server closed, redirects and the token, proxies, the errors transient.py classifies,
 offline mode, ranges, and the request count."""
 
@@ -13,14 +13,21 @@ import types
 
 import pytest
 
-from fwe_cli.loader import hub_env as hub_env_module
-from fwe_cli.loader.hub_env import note_request, requests_sent, resolve_url
-from fwe_cli.loader.http import MAX_REDIRECTS, ConnectError, HttpStatusError, OfflineModeIsEnabled, \
-    TooManyRedirects, head, request
-from fwe_cli.loader.sources.hub_api import dataset_at
-from fwe_cli.loader.sources.hub_ranges import fetch_range
+from fwe_cli.loader.hub.api import dataset_at
+from fwe_cli.loader.hub.ranges import fetch_range
+from fwe_cli.loader.remote import hub_env as hub_env_module
+from fwe_cli.loader.remote.http import (
+    MAX_REDIRECTS,
+    ConnectError,
+    HttpStatusError,
+    OfflineModeIsEnabled,
+    TooManyRedirects,
+    head,
+    request,
+)
+from fwe_cli.loader.remote.hub_env import note_request, requests_sent, resolve_url
+from fwe_cli.loader.remote.transient import transient_reason, unreachable_reason
 from fwe_cli.loader.tokenization.hub_fetch import fetch_hub_file
-from fwe_cli.loader.transient import transient_reason, unreachable_reason
 from tests.hubsim.repos import DATASET_REPO, MODEL_REPO
 
 CARD = f"/datasets/{DATASET_REPO}/resolve/main/README.md"

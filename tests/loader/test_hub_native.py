@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from fwe_cli.errors import SourceError
-from fwe_cli.loader.sources.hub_data_files import match_files, pattern_regex, split_patterns
-from fwe_cli.loader.sources.hub_listing import resolve_listing
-from fwe_cli.loader.sources.hub_footers import hub_units
-from fwe_cli.loader.sources.hub_parquet import HubParquetReader, iter_rows
+from fwe_cli.loader.hub.data_files import match_files, pattern_regex, split_patterns
+from fwe_cli.loader.hub.footers import hub_units
+from fwe_cli.loader.hub.listing import resolve_listing
+from fwe_cli.loader.hub.ranges import FOOTER_PROBE, column_span
+from fwe_cli.loader.hub.readahead import HubParquetReader, iter_rows
 from fwe_cli.loader.sources.units import Layout
-from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE, column_span
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
 
 SPLIT = "train"

@@ -1,4 +1,4 @@
-"""Each loader's Hub retries are its own (fwe_cli.loader.transient.RetryScope): bounded by its --timeout and written to
+"""Each loader's Hub retries are its own (fwe_cli.loader.remote.transient.RetryScope): bounded by its --timeout and written to
 its heartbeat, on every thread it starts (producer, listing, read-ahead, tokenizer download), whatever other loaders
 the process holds. Against the test Hub, in this process."""
 
@@ -8,7 +8,7 @@ import orjson
 
 from fwe_cli.loader.config import resolve_config
 from fwe_cli.loader.fineweb_loader import FineWebLoader
-from fwe_cli.loader.sources.hub_native import HubNative
+from fwe_cli.loader.hub.native import HubNative
 from tests.hubsim.repos import DATASET_REPO, MODEL_REPO
 from tests.loader.test_hub_early_start import wait_for
 

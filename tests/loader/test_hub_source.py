@@ -6,11 +6,11 @@ import pytest
 from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader import resolve_config
 from fwe_cli.loader.config import Shard
-from fwe_cli.loader.sources.hub_native import HubNative
+from fwe_cli.loader.hub.native import HubNative
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader.sources.units import Unit
+from fwe_cli.loader.stream import DocumentStream
 
 ROWS = [
     {"text": "zero", "id": "a"},
@@ -27,11 +27,11 @@ def fake_hub(monkeypatch, request):
     """Both Hub readers yield ROWS instead of opening a dataset (loader and bootstrap open `datasets` through
     open_hub_stream, at the commit hub_revision names; the native reader's rows come from its parquet reader, stood
     in for here, behind the listing it opens with). Returns the reader's name."""
-    from fwe_cli.loader.sources import hub_native
+    from fwe_cli.loader.hub import native as hub_native
 
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.open_hub_stream",
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.open_hub_stream",
                         lambda dataset, name, split, revision=None, all_columns=False, where=None: iter(ROWS))
-    monkeypatch.setattr("fwe_cli.loader.sources.hub_datasets.hub_revision", lambda dataset, revision=None: "c" * 40)
+    monkeypatch.setattr("fwe_cli.loader.hub.streaming.hub_revision", lambda dataset, revision=None: "c" * 40)
     monkeypatch.setattr(HubNative, "open", lambda self, set_stage: None)
     monkeypatch.setattr(HubNative, "units", lambda self: [Unit(0, 0, len(ROWS))])  # a row a coordinate
 

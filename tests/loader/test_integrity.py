@@ -10,8 +10,8 @@ import numpy as np
 import orjson
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
-from fwe_cli.loader.sources.token_shards import HEADER_BYTES, index_path
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.files.token_shards import HEADER_BYTES, index_path
 from tests.helpers import invoke, write_jsonl
 from tests.loader.token_dirs import write_token_dir
 

@@ -12,8 +12,8 @@ import pytest
 
 from fwe_cli.errors import InputError, SourceError
 from fwe_cli.loader import ConfigError, LoaderConfig, resolve_config
-from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.local import resolve_files
+from fwe_cli.loader.files.formats import resolve_files
+from fwe_cli.loader.stream import DocumentStream
 from tests.bootstrap.support import core_run, manifest_of
 from tests.helpers import invoke, write_jsonl
 
@@ -198,7 +198,7 @@ def test_unreadable_file_is_one_line_naming_it(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("fwe_cli.loader.sources.local._open_binary", denied)
+    monkeypatch.setattr("fwe_cli.loader.files.formats._open_binary", denied)
     with pytest.raises(SourceError, match=re.escape(f"cannot open {path}: permission denied (errno EACCES)")):
         texts(path)
 

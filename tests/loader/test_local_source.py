@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from fwe_cli.loader import SourceError, resolve_config
-from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.local import read_manifest, resolve_files
+from fwe_cli.loader.files.formats import read_manifest, resolve_files
+from fwe_cli.loader.stream import DocumentStream
 from tests.helpers import invoke, write_jsonl
 
 

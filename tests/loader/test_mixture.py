@@ -9,7 +9,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.helpers import invoke, write_jsonl
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
 
@@ -221,7 +221,7 @@ def test_a_held_out_split_beside_a_mix_splits_each_of_its_sources(tmp_path):
     b = write_jsonl(tmp_path / "b.jsonl", [{"id": f"b{i}", "text": f"doc b{i} " * 30} for i in range(300)])
     path = mix_file(tmp_path, {"weight": 1, "local_path": str(a)}, {"weight": 1, "local_path": str(b), "stop": "cycle"},
                     by="documents")
-    from fwe_cli.loader.sources.stream import DocumentStream
+    from fwe_cli.loader.stream import DocumentStream
 
     def ids(**split):
         config = resolve_config(env={}, mix=path, tokenizer="byte", holdout=0.1, **split)

@@ -1,4 +1,4 @@
-"""The lock ranks sharing an HF_HOME take turns under (fwe_cli.loader.node_lock) never hangs a run: a held lock is
+"""The lock ranks sharing an HF_HOME take turns under (fwe_cli.loader.remote.node_lock) never hangs a run: a held lock is
 waited for at most the loader's timeout, with the stage naming it; a holder that died has released it; a cache where
 no lock can be made runs without one."""
 
@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from fwe_cli.errors import LoaderTimeout
-from fwe_cli.loader.node_lock import node_lock, process_started_at
-from fwe_cli.loader.sources.hub_listing import resolve_listing
+from fwe_cli.loader.hub.listing import resolve_listing
+from fwe_cli.loader.remote.node_lock import node_lock, process_started_at
 from tests.helpers import invoke
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
 

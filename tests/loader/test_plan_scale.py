@@ -11,12 +11,12 @@ import random
 import orjson
 import pytest
 
+from fwe_cli.loader.hub.source import HubRowPosition
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.deal import Frontier, Leftovers, fresh, leaf_share, leftover
-from fwe_cli.loader.sources.hub_source import HubRowPosition
 from fwe_cli.loader.sources.order import Cursor, Window
-from fwe_cli.loader.sources.units import BLOCK_BYTES, Unit, epoch_layout
 from fwe_cli.loader.sources.position import encode
+from fwe_cli.loader.sources.units import BLOCK_BYTES, Unit, epoch_layout
 from scripts.bench.plan_scale import full_listing, row_groups, sample_10bt
 
 READERS = 1024 * 8

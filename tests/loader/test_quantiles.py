@@ -1,4 +1,4 @@
-"""Percentiles (loader.quantiles): exact ones of a list, and the sketch a run keeps instead of every value, which must
+"""Percentiles (loader.pipeline.quantiles): exact ones of a list, and the sketch a run keeps instead of every value, which must
 stay within 1 % of exact (numpy's linear method) at p50/p95/p99 and must not grow with the number of values."""
 
 import math
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwe_cli.loader.quantiles import MAX_BUCKETS, RELATIVE_ACCURACY, Quantiles, percentile, percentiles_ms
+from fwe_cli.loader.pipeline.quantiles import MAX_BUCKETS, RELATIVE_ACCURACY, Quantiles, percentile, percentiles_ms
 
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
 

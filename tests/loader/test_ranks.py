@@ -106,7 +106,7 @@ def test_torchrun_training_loop_with_shuffle_splits_one_permutation(job):
     the epoch's permuted units in shuffled windows (what one process as that reader reads)."""
     from fwe_cli.loader import resolve_config
     from fwe_cli.loader.shard import Shard
-    from fwe_cli.loader.sources.stream import DocumentStream
+    from fwe_cli.loader.stream import DocumentStream
 
     out = job / "out" / "shuffled"
     config = resolve_config(env={}, local_path=str(job / "docs.jsonl"), shuffle_seed=SHUFFLE_SEED, shuffle_window=16)

@@ -114,6 +114,6 @@ def test_a_mix_on_three_ranks_delivers_each_document_at_most_once_and_its_shares
 
 
 def _share(path, rank: int):
-    from fwe_cli.loader.sources.stream import DocumentStream
+    from fwe_cli.loader.stream import DocumentStream
 
     return DocumentStream(resolve_config(env={}, local_path=str(path)).replace(shard=Shard(3, rank)))

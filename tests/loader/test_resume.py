@@ -14,7 +14,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError, EndOfData
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.bootstrap.support import core_run
 from tests.helpers import write_jsonl
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
@@ -182,7 +182,7 @@ def test_end_of_data_is_named_and_iteration_just_ends(local_files):
 def test_resumed_stream_reads_from_its_position_not_the_start(local_files, monkeypatch):
     """Resuming deep into a stream opens the source at the saved position: the first file is not read at all and
     the second is read from the saved byte offset on (O(1) in the position, not O(k))."""
-    import fwe_cli.loader.sources.local as local
+    import fwe_cli.loader.files.formats as local
 
     def make(**kw):
         return resolve_config(env={}, local_path=str(local_files / "jsonl"), tokenizer="byte", seq_len=1024,

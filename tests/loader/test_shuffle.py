@@ -9,8 +9,8 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.stream import DocumentStream
 from tests.helpers import write_jsonl
 
 

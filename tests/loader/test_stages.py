@@ -1,4 +1,4 @@
-"""Every wait of the consumer is split by what the producer was doing meanwhile (loader.stages): an injected slow
+"""Every wait of the consumer is split by what the producer was doing meanwhile (flow.stages): an injected slow
 stage — a source slow in its read, a tokenizer slow in its encode, a Hub read held back by the test server —
 takes (nearly) all of the wait, and the split always adds up to the wait the heartbeat reports.
 
@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader import stages
-from fwe_cli.loader.sources.hub_listing import listing_stage
-from fwe_cli.loader.sources.synthetic import SyntheticSource
-from fwe_cli.loader.stages import StageClock, WaitBook, between, stage_key
+from fwe_cli.loader.files.synthetic import SyntheticSource
+from fwe_cli.loader.flow import stages
+from fwe_cli.loader.flow.stages import StageClock, WaitBook, between, stage_key
+from fwe_cli.loader.hub.listing import listing_stage
 from fwe_cli.loader.tokenization.doc_tokenizer import ByteTokenizer
 
 ROUNDING = 1e-5  # each heartbeat figure is rounded to 6 digits: a sum of a few of them is off by at most this
@@ -117,7 +117,7 @@ def _pull(tmp_path, batches: int, pulled=lambda: None, **fields) -> tuple[dict, 
 
 
 class PacedClock:
-    """loader.stages' clock, moved by the test: each reading moves it a microsecond, and a slow step (`slow_step`, the
+    """flow.stages' clock, moved by the test: each reading moves it a microsecond, and a slow step (`slow_step`, the
     stage under test) moves it a whole second, once the consumer waits on an empty queue (between the two snapshots
     of its wait, WaitBook.begin and end) and the producer is in that stage (for an encode on a tokenizer thread: the
     producer waits for it), waiting for both. The consumer's waits then hold the slow steps whole and little else,

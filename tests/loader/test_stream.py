@@ -6,7 +6,7 @@ import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.stream import DocumentStream
+from fwe_cli.loader.stream import DocumentStream
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
 
@@ -87,7 +87,7 @@ def test_synthetic_shards_partition_the_stream():
     the order of the whole stream."""
     from itertools import islice
 
-    from fwe_cli.loader.sources.synthetic import EPOCH_RECORDS, _id
+    from fwe_cli.loader.files.synthetic import EPOCH_RECORDS, _id
 
     base = resolve_config(env={}, source="synthetic", seed=3)
     parts = [[d.id for d in islice(DocumentStream(base.replace(shard=Shard(4, r))), 10)] for r in range(4)]
@@ -113,7 +113,7 @@ def test_a_synthetic_shard_generates_only_its_own_documents(monkeypatch):
     from itertools import islice
 
     from fwe_cli.loader.config import resolve_config
-    from fwe_cli.loader.sources import synthetic
+    from fwe_cli.loader.files import synthetic
 
     made: list[int] = []
     original = synthetic._text_of

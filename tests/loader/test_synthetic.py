@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 
 FIELDS = {"text", "id", "dump", "url", "file_path", "language", "language_score", "token_count", "score", "int_score"}
 

@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from fwe_cli.loader import FineWebLoader, SourceError, resolve_config
-from fwe_cli.loader.encoding import effective_threads
-from fwe_cli.loader.telemetry import ROLLING_WINDOW
-from fwe_cli.loader.prefetch import KEEP_PRODUCED
-from fwe_cli.loader.quantiles import MAX_BUCKETS
-from fwe_cli.loader.stages import STAGES
+from fwe_cli.loader.flow.prefetch import KEEP_PRODUCED
+from fwe_cli.loader.flow.stages import STAGES
+from fwe_cli.loader.pipeline.encoding import effective_threads
+from fwe_cli.loader.pipeline.quantiles import MAX_BUCKETS
+from fwe_cli.loader.pipeline.telemetry import ROLLING_WINDOW
 
 BASE_KEYS = {"ts", "iso", "pid", "rank", "step", "msg"}
 

@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
-from fwe_cli.loader.tokenization.tiktoken_backend import replace_lone_surrogates
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
+from fwe_cli.loader.tokenization.tiktoken_backend import replace_lone_surrogates
 
 EOT = "<|endoftext|>"
 

@@ -10,13 +10,13 @@ import numpy as np
 import orjson
 import pytest
 
-import fwe_cli.loader.pipeline as pipeline
+import fwe_cli.loader.pipeline.producer as pipeline
 from fwe_cli.errors import ConfigError, InputError, SourceError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.stream import DocumentStream
 from tests.helpers import invoke, write_jsonl
-from fwe_cli.loader.sources.stream import DocumentStream
 from tests.loader.token_dirs import write_token_dir
 
 DOCS_PER_SHARD = 70

@@ -1,4 +1,4 @@
-"""fwe_cli.loader.transient: which Hub failures are retried, how long it waits (full jitter, Retry-After, the
+"""fwe_cli.loader.remote.transient: which Hub failures are retried, how long it waits (full jitter, Retry-After, the
 deadline), whom it tells, and what it reports when it gives up. (End to end against the test Hub: test_hub_smoke.py's
 503/drop test, test_hub_ranks.py's 429 burst.)"""
 
@@ -10,8 +10,17 @@ import warnings
 
 import pytest
 
-from fwe_cli.loader.transient import (RetryPolicy, RetryScope, attempts_note, call_with_retries, hub_budget_s,
-                                      retry_wait, scoped, transient_reason, unreachable_reason)
+from fwe_cli.loader.remote.transient import (
+    RetryPolicy,
+    RetryScope,
+    attempts_note,
+    call_with_retries,
+    hub_budget_s,
+    retry_wait,
+    scoped,
+    transient_reason,
+    unreachable_reason,
+)
 
 
 class FakeResponse:

@@ -17,7 +17,7 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.hub_ranges import FOOTER_PROBE
+from fwe_cli.loader.hub.ranges import FOOTER_PROBE
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from tests.helpers import REPO_ROOT, read_whole

@@ -12,11 +12,11 @@ import pytest
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import resolve_config
+from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.registry import open_source
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-from fwe_cli.loader.sources.synthetic import synthetic_record
-from tests.helpers import write_jsonl, read_whole
+from tests.helpers import read_whole, write_jsonl
 from tests.hubsim.repos import SCHEMA, scored_row_group
 from tests.loader.test_resume import assert_resumes
 from tests.loader.token_dirs import write_token_dir

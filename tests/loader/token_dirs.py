@@ -1,6 +1,6 @@
 """Token directories for the loader's tests, written here (not by `fwe tokenize`) from documents a test makes: shards
-as the format says them (fwe_cli.loader.sources.token_shards: header, then each document's eot and ids), ids from the
-project's tokenizer, and the manifest the token directory format specifies (fwe_cli.loader.sources.token_dir),
+as the format says them (fwe_cli.loader.files.token_shards: header, then each document's eot and ids), ids from the
+project's tokenizer, and the manifest the token directory format specifies (fwe_cli.loader.files.token_dir),
 index sizes and hashes included. A writer of its own, so the loader is checked against the format, not against fwe
 tokenize's way of writing it."""
 
@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import orjson
 
-from fwe_cli.loader.sources.token_shards import TOKENS_FORMAT, dtype_for, header, index_path, version_for
+from fwe_cli.loader.files.token_shards import TOKENS_FORMAT, dtype_for, header, index_path, version_for
 from fwe_cli.loader.tokenization.doc_tokenizer import load_tokenizer
 
 

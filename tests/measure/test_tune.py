@@ -10,11 +10,11 @@ import sys
 import orjson
 import pytest
 
+from fwe_cli.cli.tune_cmd import _heatmaps
 from fwe_cli.loader import ConfigError, resolve_config
 from fwe_cli.measure import tune
 from fwe_cli.measure.tune import TunePlan, parse_grid, run_tune
 from fwe_cli.measure.tune_rank import OBJECTIVES, rank_settings, recommend
-from fwe_cli.cli.tune_cmd import _heatmaps
 from tests.helpers import fwe_env, invoke
 from tests.report.support import ranked_summary
 
@@ -322,7 +322,7 @@ def test_default_plan_stands_for_a_training_step_and_lasts_long_enough():
 def test_a_token_directory_sweeps_q_only(tmp_path):
     """On a token directory no tokenizer runs: tune sweeps Q only (one doc batch, the config's), says why in its
     note, and refuses --doc-batch-grid, which would measure noise under that name (exit 2, naming the flag)."""
-    from fwe_cli.loader.sources.synthetic import synthetic_record
+    from fwe_cli.loader.files.synthetic import synthetic_record
     from tests.loader.token_dirs import write_token_dir
 
     tokens = write_token_dir(tmp_path / "tokens", [synthetic_record(4, i)["text"] for i in range(40)], "byte", 20)

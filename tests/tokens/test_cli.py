@@ -10,8 +10,8 @@ import numpy as np
 import orjson
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
-from fwe_cli.loader.sources.token_shards import read_shard
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.files.token_shards import read_shard
 from tests.helpers import invoke, write_jsonl
 from tests.tokens.support import TOKENS_OUTPUT, cli, file_hashes, manifest_of, reference_gpt2
 

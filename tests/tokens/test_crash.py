@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.helpers import write_jsonl
 from tests.tokens.support import assert_same_output, cli, core_run, killed_then_rerun, manifest_of, run_in_own_process
 

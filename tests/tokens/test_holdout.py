@@ -12,8 +12,8 @@ import pytest
 
 from fwe_cli.errors import OutputError
 from fwe_cli.loader.config import resolve_config
-from fwe_cli.loader.sources.stream import DocumentStream
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.stream import DocumentStream
 from fwe_cli.tokens.run import TokenizeConfig, run_tokenize
 from fwe_cli.tokens.split import TaskSplit
 from tests.helpers import write_jsonl

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.helpers import invoke, write_jsonl
 from tests.tokens.support import cli
 

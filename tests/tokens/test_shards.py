@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fwe_cli.loader.sources.synthetic import synthetic_record
-from fwe_cli.loader.sources.token_shards import HEADER_BYTES, MAGIC, read_shard
+from fwe_cli.loader.files.synthetic import synthetic_record
+from fwe_cli.loader.files.token_shards import HEADER_BYTES, MAGIC, read_shard
 from tests.helpers import write_jsonl
 from tests.tokens.support import GPT2_EOT, LITERAL_EOT, core_run, manifest_of, reference_gpt2
 

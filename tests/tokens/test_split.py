@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.sources.local import FilePosition
+from fwe_cli.loader.files.formats import FilePosition
 from fwe_cli.loader.sources.order import Cursor, Window
 from fwe_cli.tokens.run import tokenize_config
 from fwe_cli.tokens.split import SpanPlan, TaskSplit, file_spans, resolve_split, task_spans, task_threads

@@ -15,7 +15,7 @@ import pytest
 
 from fwe_cli.errors import OutputError
 from fwe_cli.loader import FineWebLoader, resolve_config
-from fwe_cli.loader.sources.synthetic import synthetic_record
+from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.helpers import invoke, write_jsonl
 from tests.tokens.support import TOKENS_OUTPUT, assert_same_output, cli, core_run, manifest_of
 

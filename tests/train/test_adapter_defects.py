@@ -154,7 +154,7 @@ def test_7_a_small_cycled_source_does_not_fail_the_readers_whose_share_holds_non
     for rank in range(4):
         config = resolve_config(env={}, mix=path, tokenizer="byte", seq_len=64, batch_size=2, shard_mod=4,
                                 shard_rem=rank)
-        from fwe_cli.loader.sources.stream import DocumentStream
+        from fwe_cli.loader.stream import DocumentStream
 
         texts = [d.text for _, d in zip(range(40), DocumentStream(config))]
         assert any(t.startswith("small") for t in texts) and any(t.startswith("big") for t in texts), rank
@@ -164,7 +164,7 @@ def test_8_dataloader_workers_share_the_nodes_cores_within_the_loaders_cap(tmp_p
     """(8) 8 ranks of a 96-core node (LOCAL_WORLD_SIZE=8), 2 DataLoader workers each: a worker tokenizes on at most
     its share (the rank's budget, capped, over its workers), so the node runs at most 96 threads, not 768."""
     import fwe_cli.hostinfo as hostinfo
-    from fwe_cli.loader.encoding import MAX_AUTO_THREADS
+    from fwe_cli.loader.pipeline.encoding import MAX_AUTO_THREADS
 
     monkeypatch.setattr(hostinfo, "usable_cores", lambda: 96)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")

@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
 from fwe_cli.errors import ConfigError, TokenizerError  # noqa: E402
-from fwe_cli.loader.shard import Shard
-from fwe_cli.loader.sources.stream import DocumentStream
 from fwe_cli.loader import FineWebDataset, FineWebLoader, resolve_config  # noqa: E402
+from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.stream import DocumentStream
 from fwe_cli.train.torch_dataset import sample_rows  # noqa: E402
 from tests.train.corpus import doc_numbers, round_robin, write_corpus  # noqa: E402
 

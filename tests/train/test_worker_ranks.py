@@ -1,7 +1,7 @@
 """Inside a DataLoader worker of a torch.distributed job, fwe's loader does not take part in the job's collectives:
 the worker is forked from its rank, inherits the initialised process group (and its store connection), and a group or
 broadcast made there would pair with other ranks' workers on the parent's connection. A worker is no rank of the job
-(loader.job_ranks), so each worker lists the Hub for itself."""
+(remote.job_ranks), so each worker lists the Hub for itself."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 
 RANK = """
 import sys, torch, torch.distributed as dist
-from fwe_cli.loader import job_ranks
+from fwe_cli.loader.remote import job_ranks
 
 class Probe(torch.utils.data.IterableDataset):
     def __iter__(self):

@@ -1,12 +1,5 @@
-"""Document sources: which documents a loader reads, and the objects that read them.
-
-- `spec`: SourceSpec (what the user named: kind, path or Hub repository, seed) and ReadOptions (how to read it);
-- `registry`: the one table of source kinds, and `open_source(spec, options)`, the object that reads a spec;
-- `base`: what every source object is (`Source`); `records`: whole records for `fwe bootstrap`;
-- the kinds: `synthetic`, `file_sources` (plain files, a bootstrap), `token_dir` (token shards), `hub_native`
-  (range reads, with `hub_listing`, `hub_data_files`, `hub_parquet`, `hub_ranges`, `hub_head_cache`) and
-  `hub_datasets`;
-- `stream`: DocumentStream, a config's documents ordered, shuffled and sharded by `order`.
-
-This package face imports nothing: naming a module of it loads only that module.
+"""What every source shares: the contract (`base.Source`), what the user named (`spec`) and the table of kinds that
+read it (`registry`), units and an epoch's line (`units`), dealing them to readers (`deal`), the one read path and its
+cursors (`order`, `position`), the row filter (`where`), fingerprints and bad records. The kinds live in the wings:
+hub/, files/ and compose/. This package face imports nothing: naming a module of it loads only that module.
 """

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the kinds' modules import this one: annotations naming thei
     from fwe_cli.loader.shard import Shard
     from fwe_cli.loader.sources.records import Records
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
-    from fwe_cli.loader.sources.token_manifest import ShardTokens
+    from fwe_cli.loader.tokenization.pretokenized import ShardTokens
 
 Emit = Callable[..., None]
 """Writes one heartbeat event: emit(msg, step=..., **fields)."""
@@ -205,7 +205,7 @@ class Source:
         return None
 
     def first_batches(self, config, tokenizer: str):
-        """The first batches earlier runs kept for this stream (sources.hub_first_batches.FirstBatches), or None when
+        """The first batches earlier runs kept for this stream (hub.first_batches.FirstBatches), or None when
         none can be kept: a fresh warm start replays them, a cold one keeps its own."""
         return None
 

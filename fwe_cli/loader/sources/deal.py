@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.position import Position
@@ -111,6 +111,15 @@ class Frontier(Position, name="frontier"):
     document at `cursor` (sources.order.Cursor), which put `tokens` in its stream."""
 
     cursor: Position
+    delivered: int
+    tokens: int
+
+
+class Ended(NamedTuple):
+    """The document a reader's last batch ended in, as its stream holds it: its cursor, tokens of it delivered, its
+    tokens (what `Source.frontier` turns into the source's frontier; a warm start's kept batches keep it too)."""
+
+    cursor: object
     delivered: int
     tokens: int
 

@@ -7,8 +7,8 @@ bootstrap of the Hub, then the Hub) is a source made of sources and is registere
 asks the object (`fwe_cli.loader.sources.base.Source`) what it needs to know. Adding a kind means one module with its
 Source class and one line here, or a call of `register` from anywhere (a test, a user's own composite).
 
-Classes are named as 'module:Class' under fwe_cli.loader.sources and imported when first asked for, so naming a kind
-(validating a flag, `fwe --help`) loads none of their readers.
+Classes are named as 'module:Class' under fwe_cli.loader (the wings: hub/, files/, compose/) and imported when first
+asked for, so naming a kind (validating a flag, `fwe --help`) loads none of their readers.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from functools import lru_cache
 from typing import Any, Union
 
 ClassName = Union[str, type]
-"""A Source class, or its 'module:Class' name under fwe_cli.loader.sources (the table imports none of them, nor their
+"""A Source class, or its 'module:Class' name under fwe_cli.loader (the table imports none of them, nor their
 base, until asked: the arrows run from the sources and specs to the table, never back)."""
 
 SOURCES: dict[str, tuple[ClassName, ...]] = {
-    "hub": ("hub_native:HubNative", "hub_datasets:HubDatasets"),
-    "local": ("token_dir:TokenDir", "file_sources:BootstrapDir", "file_sources:LocalFiles"),
-    "synthetic": ("synthetic:SyntheticSource",),
-    "head_tail": ("head_tail:HeadTail",),
-    "mixture": ("mixture:Mixture",),
-    "holdout": ("holdout:Holdout",),
+    "hub": ("hub.native:HubNative", "hub.streaming:HubDatasets"),
+    "local": ("files.token_dir:TokenDir", "files.text:BootstrapDir", "files.text:LocalFiles"),
+    "synthetic": ("files.synthetic:SyntheticSource",),
+    "head_tail": ("compose.head_tail:HeadTail",),
+    "mixture": ("compose.mixture:Mixture",),
+    "holdout": ("compose.holdout:Holdout",),
 }
 LEAF_KINDS = ("hub", "local", "synthetic")
 """The kinds `--source` names (a composite is made by its own flags or in Python)."""
@@ -47,7 +47,7 @@ def kinds() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def _load(name: str) -> type:
     module, _, cls = name.partition(":")
-    return getattr(importlib.import_module(f"fwe_cli.loader.sources.{module}"), cls)
+    return getattr(importlib.import_module(f"fwe_cli.loader.{module}"), cls)
 
 
 def candidates(kind: str) -> tuple[type, ...]:

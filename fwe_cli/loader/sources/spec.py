@@ -156,7 +156,7 @@ SIDES = ("train", "holdout")
 
 def held_out(spec: SourceSpec, holdout: Any = None, holdout_split: Any = None) -> SourceSpec:
     """`spec` wrapped in the side `holdout_split` (default train) of a held-out split of `holdout` (a fraction, or its
-    text) of its documents (sources.holdout); `spec` itself when no fraction is given. SettingError naming what is
+    text) of its documents (compose.holdout); `spec` itself when no fraction is given. SettingError naming what is
     wrong: a fraction outside [0, 1), an unknown side, a side without a fraction."""
     if holdout is None:
         if holdout_split is not None:
@@ -197,4 +197,4 @@ class ReadOptions:
     """The tokenizer the reader's documents will be encoded with (None: the source's own): a token directory is
     checked against it, and a bootstrap whose `tokens/` were made with it is read from those shards."""
     grow: bool = False
-    """A bootstrap continued from the Hub (head_tail) is appended the Hub documents read (sources.growth)."""
+    """A bootstrap continued from the Hub (head_tail) is appended the Hub documents read (compose.growth)."""

@@ -31,9 +31,9 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from fwe_cli.errors import TokenizerError
+from fwe_cli.loader.remote.transient import attempts_note
 from fwe_cli.loader.tokenization.names import BYTE, BYTE_EOS_ID, TOKENIZER_BACKENDS, hub_repo, vocabulary_hash
 from fwe_cli.loader.tokenization.tiktoken_backend import NotExpressible, replace_lone_surrogates, try_tiktoken
-from fwe_cli.loader.transient import attempts_note
 
 PACKAGED_REPOS = frozenset({"openai-community/gpt2", "gpt2"})  # Hub ids whose tokenizer.json ships offline
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -214,7 +214,7 @@ def _resolve(spec: str, revalidate: bool = False) -> tuple[str, str, str]:
     if spec.endswith(".json") or spec.startswith((".", "/", "~")):
         raise TokenizerError(f"tokenizer file {spec!r} does not exist")
     repo = hub_repo(spec)
-    from fwe_cli.loader.hub_env import hub_cache_dir
+    from fwe_cli.loader.remote.hub_env import hub_cache_dir
     from fwe_cli.loader.tokenization.hub_fetch import HubUnreachable, fetch_hub_file
 
     try:

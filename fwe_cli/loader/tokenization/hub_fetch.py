@@ -18,12 +18,19 @@ import re
 import threading
 
 from fwe_cli.artifacts import write_atomic
-from fwe_cli.loader.hub_env import cached_file, endpoint, fwe_cache_dir, hub_cache_dir, offline, resolve_url
-from fwe_cli.loader.http import head, request
-from fwe_cli.loader.in_background import InBackground
-from fwe_cli.loader.node_lock import node_lock
-from fwe_cli.loader.transient import RetryScope, call_with_retries, current_scope, hub_budget_s, scoped, \
-    unreachable_reason, work_scope
+from fwe_cli.loader.flow.in_background import InBackground
+from fwe_cli.loader.remote.http import head, request
+from fwe_cli.loader.remote.hub_env import cached_file, endpoint, fwe_cache_dir, hub_cache_dir, offline, resolve_url
+from fwe_cli.loader.remote.node_lock import node_lock
+from fwe_cli.loader.remote.transient import (
+    RetryScope,
+    call_with_retries,
+    current_scope,
+    hub_budget_s,
+    scoped,
+    unreachable_reason,
+    work_scope,
+)
 
 HEAD_TIMEOUT_S = 5.0
 """Connect and read timeout of the request that opens a fetch (huggingface_hub's default is 10 s): a tokenizer.json

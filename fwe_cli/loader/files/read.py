@@ -1,0 +1,90 @@
+"""The loader's read of local files: the documents of a reader's pieces (sources.units), nothing else read. A JSONL or
+TXT line belongs to the piece it begins in (a reader that begins mid-file skips the line in progress, which is its
+predecessor's), a parquet row to the piece its anchor falls in (units.RowGroups), every line of a gzip file to the
+piece holding the file's start (it cannot be read from its middle). The readers themselves are files.formats's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from fwe_cli.errors import SourceError
+from fwe_cli.loader.documents import Document, PlaceName
+from fwe_cli.loader.files.formats import FilePosition, parquet_columns, passing_lines, place, scan_jsonl, scan_txt
+from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
+from fwe_cli.loader.sources.units import Piece, RowGroups
+from fwe_cli.loader.sources.where import Filtered
+
+
+def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, bad: BadRecords, strict: bool,
+               filtered: Filtered | None = None) -> Iterator[tuple[Document, FilePosition, int]]:
+    """(document, position just after it, its anchor on the line) for the documents of `pieces` of `files` in order
+    that pass the filter of `filtered` (None: all), those of the first piece's file only after `at`: a JSONL or TXT
+    line belongs to the piece it begins in, a parquet row to the piece its place in its row group's bytes falls in
+    (sources.units), every line of a gzip file to the piece holding the file's start. Nothing outside the pieces is
+    read (a .gz is decompressed from its start up to `at`)."""
+    parquet = None
+    for number, piece in enumerate(pieces):
+        path = files[piece.file]
+        floor = at if number == 0 and at is not None and at.file == piece.file else None
+        if path.endswith(".parquet"):
+            if parquet is None or parquet[0] != path:
+                opened = open_parquet(path)
+                parquet = (path, opened, RowGroups.of(opened.metadata, os.path.getsize(path)))
+            rows = _parquet_rows(parquet[1], parquet[2], path, piece, floor.offset if floor else 0, bad, strict,
+                                 filtered)
+            for record, row, anchor in rows:
+                rid = record.get("id")
+                yield Document(text=record["text"], id=rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")), \
+                    FilePosition(piece.file, row, row), piece.on_line(anchor)
+            continue
+        if floor is not None:
+            start, line, align = floor.offset, floor.line, False
+        else:
+            start, line, align = (0, 0, False) if piece.whole else (piece.lo, 0, True)
+        end = None if piece.whole else piece.hi
+        if path.endswith(".txt"):
+            for text, line, after, begin in scan_txt(path, start, line, end, align):
+                yield Document(text=text, id=PlaceName(place(path, line, begin))), \
+                    FilePosition(piece.file, after, line), piece.on_line(piece.lo if piece.whole else begin)
+            continue
+        records = scan_jsonl(path, bad, strict, start, line, end, align)
+        if filtered is not None:
+            records = passing_lines(records, path, filtered)
+        for record, text, line, after, _raw, begin in records:
+            rid = record.get("id")
+            yield Document(text=text, id=rid if isinstance(rid, str) else PlaceName(place(path, line, begin))), \
+                FilePosition(piece.file, after, line), piece.on_line(piece.lo if piece.whole else begin)
+
+
+def open_parquet(path: str):
+    """A local parquet file opened (its footer read); SourceError naming it when it is not one."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+
+
+def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int, bad: BadRecords,
+                  strict: bool, filtered: Filtered | None) -> Iterator[tuple[dict, int, int]]:
+    """(record, its row number in the file from 1, its anchor) of each good row of the piece after the file's first
+    `done` rows (a row group the filter's statistics rule out is not read: the units of a filtered source leave it
+    out already)."""
+    where, columns = parquet_columns(parquet, path, filtered)
+    for group, count in enumerate(groups.counts):
+        base = groups.bases[group]
+        first, end = groups.owned(group, piece.lo, piece.hi)
+        first = max(first, done - base)
+        if first < end and (where is None or where.may_match(parquet.metadata.row_group(group))):
+            table = parquet.read_row_group(group, columns=columns, use_threads=False).slice(first, end - first)
+            for i, record in enumerate(table.to_pylist(), start=first):
+                row = base + i + 1
+                if filtered is not None and not filtered.passes(record, lambda: f"{path}:row{row}"):
+                    continue
+                if isinstance(record.get("text"), str):
+                    yield record, row, groups.anchor(base + i)
+                    continue
+                bad.reject(f"{path}:row{row}", bad_text_reason(record.get("text")), strict)

@@ -1,0 +1,192 @@
+"""Local text: plain files (JSONL/TXT/parquet, a directory or a glob of them) and a bootstrap (`fwe bootstrap`'s
+parts and manifest). Both are listed by files.listing.resolve_files and read by the local readers (files.formats); a
+bootstrap is recognised by its manifest, its parts are checked against it (size always, sha256 with --verify-parts),
+and its artifacts say it is one. A token directory is files.token_dir.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from fwe_cli.errors import ConfigError, SettingError, SourceError
+from fwe_cli.loader.documents import Document
+from fwe_cli.loader.files.formats import (
+    JSONL_SUFFIXES,
+    FilePosition,
+    check_fields,
+    passing_lines,
+    scan_jsonl,
+    scan_parquet,
+    scan_txt,
+)
+from fwe_cli.loader.files.listing import bootstrap_manifest_path, resolve_files
+from fwe_cli.loader.files.read import open_parquet, read_local
+from fwe_cli.loader.sources.base import Source
+from fwe_cli.loader.sources.records import Records
+from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
+from fwe_cli.loader.sources.where import check_where, filter_of
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    local_path: str | None = None
+    """A JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory."""
+    where: str | None = None
+    """A row filter on the records' fields (sources.where): only passing records are documents (not for TXT files
+    or a token directory, which have no fields)."""
+
+    def __post_init__(self) -> None:
+        check_where(self.where)
+        if not isinstance(self.local_path, str) or not self.local_path:
+            raise SettingError(lambda n: f"source 'local' needs {n('local_path')} (a file, directory, glob, bootstrap "
+                                         f"or token directory), got {self.local_path!r}")
+        if self.where is not None and self.local_path.endswith(".txt"):  # (TXT found in a folder: when it opens)
+            raise SettingError(lambda n: f"{n('where')} filters records by their fields; {n('local_path')} "
+                                         f"{self.local_path} is TXT (one document per line, no fields)")
+
+
+class LocalPath(Source):
+    """What every reader of a --local-path shares: the option, listing once, and the files' fingerprint."""
+
+    Options = LocalOptions
+
+    def __init__(self, spec, options):
+        super().__init__(spec, options)
+        self.where, self.filtered = filter_of(spec.options)
+        self._fingerprint: list[dict] | None = None
+        self._units: list[Unit] | None = None
+
+    @classmethod
+    def location(cls, spec) -> str:
+        return str(spec.options.local_path)
+
+    def open(self, set_stage: Callable[[str], None]) -> None:
+        if self.files:
+            return
+        hashing = ", hashing bootstrap parts" if self.options.verify_parts else ""
+        set_stage(f"opening source (listing local files{hashing})")
+        files = self.list_files()
+        if self.where is not None:
+            text = next((path for path in files if path.endswith(".txt")), None)
+            if text is not None:
+                raise ConfigError(f"--where filters records by their fields; {text} is TXT (one document per line, no "
+                                  "fields): give JSONL or parquet, or drop --where")
+            if files:
+                check_fields(files[0], self.where)
+        self.files = files
+
+    def list_files(self) -> list[str]:
+        return resolve_files(self.spec.options.local_path, allow_partial=self.options.allow_partial,
+                             verify_parts=self.options.verify_parts)
+
+    def fingerprint(self) -> list[dict]:
+        """Each file's absolute path, size and modification time as the source opened (one stat each, once): a file
+        rewritten since changes one of them."""
+        if self._fingerprint is None or len(self._fingerprint) != len(self.files):
+            out = []
+            for path in self.files:
+                info = os.stat(path)
+                out.append({"path": os.path.abspath(path), "bytes": info.st_size, "mtime_ns": info.st_mtime_ns})
+            self._fingerprint = out
+        return self._fingerprint
+
+    def local_files(self) -> list[str]:
+        self.open(lambda stage: None)
+        return list(self.files)
+
+    def describe(self) -> dict:
+        return {"kind": self.spec.kind, "path": self.spec.options.local_path, "files": len(self.files),
+                "bad_records": self.bad.to_dict(),
+                **(self.filtered.describe() if self.filtered is not None else {})}
+
+
+class LocalFiles(LocalPath):
+    """JSONL, TXT and parquet files: every document of each file, files in path order; a unit each (a gzip file read
+    whole by one reader), or with a row filter each parquet row group its statistics do not rule out."""
+
+    position_type = FilePosition
+
+    def units(self) -> list[Unit]:
+        if self._units is None:
+            self._units = [unit for number, path in enumerate(self.files) for unit in self._file_units(number, path)]
+        return self._units
+
+    def _file_units(self, number: int, path: str) -> list[Unit]:
+        size = os.path.getsize(path)
+        if self.where is None or not path.endswith(".parquet"):
+            return [Unit(number, 0, size, whole=path.endswith(".gz"))]
+        parquet = open_parquet(path)
+        groups = RowGroups.of(parquet.metadata, size)
+        units = []
+        for group, count in enumerate(groups.counts):
+            if self.where.may_match(parquet.metadata.row_group(group)):
+                units.append(Unit(number, *groups.extent(group)))
+            else:  # ruled out before it is dealt: no reader reads it, and the readers share the rest evenly
+                self.filtered.skip_row_group(count)
+        return units
+
+    def read(self, pieces: list[Piece], at: FilePosition | None) -> Iterator[tuple[Document, FilePosition, int]]:
+        return read_local(self.files, pieces, at, self.bad, self.options.strict, self.filtered)
+
+    def records(self, shard, start=None, all_fields=False, bad=None) -> Records:
+        return LocalRecords(self, shard, start, all_fields, bad)
+
+
+class BootstrapDir(LocalFiles):
+    """`fwe bootstrap`'s output: a directory of parts with manifest.json, or X.jsonl with X.jsonl.manifest.json."""
+
+    @classmethod
+    def reader_for(cls, spec, options) -> "BootstrapDir | None":
+        return cls(spec, options) if bootstrap_manifest_path(spec.options.local_path) is not None else None
+
+    def describe(self) -> dict:
+        return dict(super().describe(), bootstrap=True)
+
+
+class LocalRecords(Records):
+    """Records of local files; position {"index", "file", "offset", "line"} (offset: bytes, or rows for parquet)."""
+
+    def __init__(self, source: LocalPath, shard, start=None, all_fields=False, bad=None):
+        super().__init__(source, shard, start, all_fields, bad)
+        self.file = int(self.start.get("file", 0))
+        self.offset = int(self.start.get("offset", 0))
+        self.line = int(self.start.get("line", 0))
+
+    def _open(self) -> None:
+        super()._open()
+        if self.file > len(self.files):
+            where = self.source.location(self.source.spec)
+            raise SourceError(f"saved position names file #{self.file} but {where} has {len(self.files)} files")
+
+    def position(self) -> dict:
+        return {"index": self.index, "file": self.file, "offset": self.offset, "line": self.line}
+
+    def _records(self) -> Iterator[tuple[dict, bytes | None]]:
+        shard = self.shard
+        index = self.index
+        for file_no in range(self.file, len(self.files)):
+            start, line = (self.offset, self.line) if file_no == self.file else (0, 0)
+            for record, _text, lineno, end, raw, _begin in self._scan(self.files[file_no], start, line):
+                owned = shard.owns(index)
+                index += 1
+                if owned:
+                    self.file, self.offset, self.line, self.index = file_no, end, lineno, index
+                    yield record, raw
+
+    def _scan(self, path: str, start: int, line: int) -> Iterator[tuple[dict, str, int, int, bytes | None, int]]:
+        """scan_jsonl's (record, text, line or row number, end position, raw JSONL line or None, where it began) for
+        any format, of the records that pass the source's filter.
+
+        For JSONL, the hot path, it is scan_jsonl itself, with no adapter generator in between (but the filter's)."""
+        if path.endswith(JSONL_SUFFIXES):
+            records = scan_jsonl(path, self.bad, self.strict, start, line)
+            filtered = self.source.filtered
+            return records if filtered is None else passing_lines(records, path, filtered)
+        if path.endswith(".txt"):
+            return (({"text": text}, text, lineno, end, None, begin)
+                    for text, lineno, end, begin in scan_txt(path, start, line))
+        rows = scan_parquet(path, self.bad, self.strict, self.all_fields, start_row=start,
+                            filtered=self.source.filtered)
+        return ((record, record["text"], row, row, None, row) for record, row in rows)
