@@ -126,6 +126,8 @@ class LoaderConfig:
     """Documents per shuffle window (held in memory together)."""
     epochs: int = 1
     """Passes over the data; the stream ends after the last."""
+    epoch: int = 0
+    """The epoch the stream begins at (a DataLoader pass's: set_epoch); a resume takes its state's."""
 
     def __post_init__(self) -> None:
         for name in NUMERIC_FIELDS:
