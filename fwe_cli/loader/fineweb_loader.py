@@ -69,7 +69,7 @@ class FineWebLoader:
         self._position = resumed.position  # of the last batch the consumer received (its state)
         self._taken = 0  # batches this pipeline handed over (its second one opens the source's read-ahead)
         self._done = resumed.done  # its stream ended (a state of one that was done resumes ended)
-        self._taker = Taker(config, resumed.state)
+        self._taker = Taker(config, resumed.state, resumed.position)
         with scoped(self._retries):  # the producer thread starts in this loader's retry scope, and so its own threads
             self.pipeline = Pipeline(config, on_progress=self._progress, start=resumed.position,
                                      expect_files=resumed.files, plan=resumed.plan, olds=resumed.olds)

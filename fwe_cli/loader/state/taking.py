@@ -55,12 +55,13 @@ def matching(config: LoaderConfig, tokenizer: str | None, pinned: dict) -> dict:
 
 
 class Taker:
-    """Takes the states of one loader's stream; `ended` and `held` are a resumed state's until a batch of its own."""
+    """Takes the states of one loader's stream; at the position it resumed from (`start`, the pipeline's own object),
+    `ended` and `held` are the resumed state's."""
 
-    def __init__(self, config: LoaderConfig, resumed: State | None = None):
+    def __init__(self, config: LoaderConfig, resumed: State | None = None, start: dict | None = None):
         self.config = config
-        self._ended = resumed.ended if resumed is not None else None
-        self._held = resumed.held if resumed is not None else None
+        self._start = start
+        self._resumed = (resumed.ended, resumed.held) if resumed is not None else (None, None)
         self._identity: tuple | None = None
         self._fixed: tuple[dict, dict | None] | None = None
         self._memo: dict[int, tuple[Position, dict]] = {}
@@ -88,21 +89,21 @@ class Taker:
                      files if position is not None else None, saved, ended, held, plan, olds)
 
     def _end(self, recent: Recent, position: dict) -> tuple[list | None, dict | None]:
-        """(`ended`, `held`) of the batch at `position` (see the module docstring), a resumed state's while the
-        pipeline holds nothing of it."""
+        """(`ended`, `held`) of the batch at `position` (see the module docstring); the resumed state's at its
+        position (the pipeline holds nothing of it)."""
+        if position is self._start:
+            return self._resumed
         first = recent.ended(position)
-        if first is None:
-            return self._ended, self._held
+        if first is None:  # (never: every batch's documents are held until the consumer moves past it)
+            return None, None
         mark = position.get("pack")
         if mark is None or not mark["read"]:  # no buffer, or one that holds nothing: the batch ended in `first`
-            self._ended, self._held = [self._json(first.cursor), first.delivered, first.tokens], None
-            return self._ended, None
+            return [self._json(first.cursor), first.delivered, first.tokens], None
         last = recent.after(position, mark["read"] - 1)
-        if last is None:
-            return self._ended, self._held
-        self._ended = [self._json(last.cursor), last.tokens, last.tokens]
-        self._held = {"from": self._json(first.cursor), "read": mark["read"], "taken": mark["taken"]}
-        return self._ended, self._held
+        if last is None:  # (never, likewise): a state that cannot change world (check refuses it then)
+            return None, None
+        held = {"from": self._json(first.cursor), "read": mark["read"], "taken": mark["taken"]}
+        return [self._json(last.cursor), last.tokens, last.tokens], held
 
     def _json(self, position: Position | None) -> dict | None:
         """`position.to_json()`, kept for the last few positions encoded."""
