@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from fwe_cli.errors import ConfigError
 from fwe_cli.loader.documents import Document
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.fingerprint import check_tree, tree_summary
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.registry import open_source
-from fwe_cli.loader.state.elastic import InReplay, deal, documents
+from fwe_cli.loader.state.elastic import Continued, InReplay, deal, documents
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,13 +123,16 @@ class DocumentStream:
         if self.expect is not None:
             check_tree(source, self.expect)
             self.expect = None
+        if self.olds is not None:
+            self.plan, self.olds = deal(source, self.olds, self.order), None
         start = self.start
+        if isinstance(start, InReplay) and not isinstance(self.plan, Continued):
+            raise ConfigError("the resume position is inside a replay of an old reader's buffer, and the state "
+                              "records no plan with replays: resume with the state as it was saved")
         while isinstance(start, InReplay):  # a document read again from an old reader's stream: its cursor there
             start = start.at
         if start is not None:
             source.check_resume(start)
-        if self.olds is not None:
-            self.plan, self.olds = deal(source, self.olds, self.order), None
         self._opened = True
         return source
 
