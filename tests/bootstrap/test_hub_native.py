@@ -215,7 +215,7 @@ def test_single_file_output_holds_the_same_lines(hub3, reference, native_env, tm
 def test_a_hub_redirecting_to_signed_cdn_urls_is_resolved_once_per_file(hub3, reference, native_env, tmp_path):
     """The Hub redirecting its parquet resolves to signed URLs on a CDN (another server): the download's parallel
     range requests (footer, then the files in pieces over 8 connections) send the resolver one request per file
-    and read every byte from the CDN; the output is byte-identical."""
+    and read every byte from the CDN, as the result's `hub_requests` counts too; the output is byte-identical."""
     server, root, _ = hub3
     with HubServer(root) as cdn:
         native_env.set_faults(Faults(redirect_match=r"resolve/.*\.parquet", redirect_to=cdn.url, sign_ttl_s=3600))
@@ -228,3 +228,4 @@ def test_a_hub_redirecting_to_signed_cdn_urls_is_resolved_once_per_file(hub3, re
     resolves = Counter(r["path"].rsplit("/", 1)[-1] for r in native_env.flush() if r["kind"] == "resolve")
     assert resolves == Counter({f"00{i}_00000.parquet": 1 for i in range(3)})
     assert reads and all(r["kind"] == "cdn" and r["status"] == 206 for r in reads)
+    assert (result["hub_requests"]["resolver"], result["hub_requests"]["cdn"]) == (3, len(reads))

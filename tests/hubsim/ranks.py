@@ -32,6 +32,7 @@ from pathlib import Path
 
 import orjson
 
+from tests.hubsim.bench import PARQUET_RESOLVES
 from tests.hubsim.clientenv import REPO_ROOT, client_env
 from tests.hubsim.faults import Faults
 from tests.hubsim.repos import DATA_DIR, DATASET_REPO
@@ -50,9 +51,6 @@ def metadata(records: list[dict]) -> int:
 def resolves(records: list[dict]) -> int:
     """How many of a request log's records are requests to the Hub's resolver."""
     return sum(1 for r in records if r["kind"] == "resolve")
-
-
-PARQUET_RESOLVES = r"/resolve/.*\.parquet"
 
 
 def burst_faults(requests: int) -> Faults:

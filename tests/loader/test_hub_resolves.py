@@ -7,9 +7,6 @@ tests/loader/test_hub_resolves_runs.py."""
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 import threading
 
 import pytest
@@ -18,6 +15,7 @@ from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub.listing import resolve_listing
 from fwe_cli.loader.hub.ranges import fetch_range
 from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent, resolve_url
+from tests.helpers import in_forked_child
 from tests.hubsim.faults import Faults
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
 
@@ -69,18 +67,7 @@ def test_threads_and_processes_of_a_node_share_one_resolve(hub_env, cdn, hubsim_
     process read ranges at once: the node sends the resolver one request in all, and every read is exact."""
     url, file = _signed(hub_env, cdn)
     data = _disk(hubsim_root, file)
-    child = os.fork()
-    if child == 0:
-        try:
-            os._exit(0 if fetch_range(url, 0, 64) == data[:64] else 1)
-        finally:
-            os._exit(2)
-    with os.fdopen(os.pidfd_open(child)) as exited:  # readable once the child has ended: a bounded wait on it
-        if not select.select([exited], [], [], CHILD_TIMEOUT_S)[0]:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            pytest.fail(f"the forked child's read did not end within {CHILD_TIMEOUT_S} s")
-    assert os.waitpid(child, 0)[1] == 0
+    assert in_forked_child(lambda: fetch_range(url, 0, 64) == data[:64], CHILD_TIMEOUT_S)
     got: dict[int, bytes] = {}
     threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, fetch_range(url, i * 1000, i * 1000 + 500)))
                for i in range(8)]

@@ -23,7 +23,8 @@ from fwe_cli.loader.hub.ranges import fetch_range
 from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent, resolve_url
 from fwe_cli.measure.resolve_plan import files_per_node
 from tests.hubsim.faults import Faults
-from tests.hubsim.ranks import PARQUET_RESOLVES, Job, resolves
+from tests.hubsim.bench import PARQUET_RESOLVES
+from tests.hubsim.ranks import Job, resolves
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO, BuildSpec, build_repos
 from tests.hubsim.server import HubServer
 

@@ -16,7 +16,8 @@ the process that finds no fresh entry asks while the others of the node wait on 
 An entry is fresh until REFRESH_MARGIN_S (at most a quarter of its lifetime) before its expiry (the URL's own
 `Expires` / `X-Amz-Expires` / `X-Goog-Expires`, else UNKNOWN_TTL_S); one refused or expired is `stale` to
 `resolve`, which asks again unless another process already has. A 429 to a resolve pauses the node's resolves for
-its Retry-After (a file beside the entries): every process waits it out once before its next resolve.
+its Retry-After (a file beside the locks): every process waits it out once before its next resolve. A signed URL
+grants its file until it expires: it is kept where the Hub cache keeps the token and the files themselves.
 """
 
 from __future__ import annotations
