@@ -13,10 +13,15 @@ reads from the CDN's):
 - model: `fwe doctor --ranks`'s figures (fwe_cli/measure/resolve_plan.py) for 1,024 x 8 on sample-10BT at 128 M
   tokens/s, and for the job's shape on the lab repo beside what the job sent.
 
-    python -m scripts.bench.hub_resolves [--rtt-ms 0] [--nodes 4] [--ranks-per-node 8] [--out artifacts/bench]
+- against (with --against DIR, another checkout of fwe, e.g. `git worktree add /tmp/main main`): this fwe and that
+  one as peers, --reps interleaved reps through --rtt-ms (50 ms by default then) to the Hub and to the CDN, with the
+  Hub serving its files itself and redirecting them: a cold and a warm `fwe smoke` of one 8 x 1024 GPT-2 batch
+  (first batch, whole process) and an epoch to its end (tokens/s); medians and ratios this/that.
 
-Run from another checkout (its fwe_cli, this file and tests/hubsim copied in) it measures that fwe: the model is then
-left out when that fwe has none. Writes artifacts/bench/hub_resolves-<UTC>.json.
+    python -m scripts.bench.hub_resolves [--rtt-ms 0] [--nodes 4] [--ranks-per-node 8] [--out artifacts/bench]
+    python -m scripts.bench.hub_resolves --against /tmp/main [--reps 5]
+
+Writes artifacts/bench/hub_resolves-<UTC>.json.
 """
 
 from __future__ import annotations
@@ -40,6 +45,45 @@ from tests.hubsim.server import HubServer
 
 NAME = "hub_resolves"
 LAB = BuildSpec(mb=1.3, shards=8, row_group_rows=7)  # 8 files, 73 row groups
+EPOCH = ("--tokenizer", "byte", "--epochs", "1", "--batches", "1000000")
+FIRST = ("--tokenizer", "gpt2", "--batches", "1")
+AGAINST = ("cold_first_batch_s", "cold_wall_s", "warm_first_batch_s", "warm_wall_s", "epoch_tokens_per_s")
+
+
+def against(root: Path, workdir: Path, other: Path, reps: int, rtt_s: float) -> dict:
+    """This fwe and the one in `other`, interleaved (their order alternating), each mode's medians and ratios."""
+    trees = {"this": REPO_ROOT, "other": other}
+    runs = []
+    for mode, ttl_s in (("direct", None), ("cdn", 3600.0)):
+        with HubServer(root) as hub, RttProxy(("127.0.0.1", hub.port), rtt_s) as proxy, \
+                redirecting_cdn(root, hub, ttl_s, rtt_s):
+            for rep in range(reps):
+                for name in harness.rotation(list(trees), rep):
+                    home = workdir / "against" / f"{mode}-{rep}-{name}"
+                    cold, cold_wall = smoke(trees[name], proxy.url, home, workdir, *FIRST)
+                    warm, warm_wall = smoke(trees[name], proxy.url, home, workdir, *FIRST)
+                    whole, _ = smoke(trees[name], proxy.url, home.with_name(home.name + "-epoch"), workdir, *EPOCH)
+                    ok = all(r.get("ok") for r in (cold, warm, whole))
+                    runs.append({"mode": mode, "rep": rep, "fwe": name, "ok": ok,
+                                 "cold_first_batch_s": cold.get("first_batch_s"), "cold_wall_s": round(cold_wall, 4),
+                                 "warm_first_batch_s": warm.get("first_batch_s"), "warm_wall_s": round(warm_wall, 4),
+                                 "epoch_tokens_per_s": whole.get("tokens_per_s")})
+                    say(f"against {mode} rep {rep} {name}: " + ", ".join(f"{k} {runs[-1][k]}" for k in AGAINST))
+    summary = {}
+    for mode in ("direct", "cdn"):
+        for key in AGAINST:
+            this, that = (harness.median((r[key] for r in runs if (r["mode"], r["fwe"]) == (mode, name)), 4)
+                          for name in trees)
+            summary[f"{mode}.{key}"] = {"this": this, "other": that, "this/other": harness.ratio(this, that)}
+    return {"other": str(other), "reps": reps, "rtt_ms": rtt_s * 1000, "summary": summary, "runs": runs}
+
+
+def smoke(tree: Path, endpoint: str, home: Path, workdir: Path, *args: str) -> tuple[dict, float]:
+    """One sealed `fwe smoke --source hub` of the fwe in `tree` (its result, process wall seconds)."""
+    proc, wall = sealed_run([sys.executable, "-m", "fwe_cli", "smoke", "--source", "hub", "--json", "--batch", "8",
+                             "--seq-len", "1024", "--timeout", "600", "--artifacts-dir", str(workdir / "artifacts"),
+                             *args], endpoint, home, workdir, 900, cwd=tree)
+    return (orjson.loads(proc.stdout) if proc.stdout.strip() else {}), wall
 
 
 def epoch(root: Path, workdir: Path, name: str, rtt_s: float, ttl_s: float | None, cdn_delay_s: float = 0.0) -> dict:
@@ -51,12 +95,9 @@ def epoch(root: Path, workdir: Path, name: str, rtt_s: float, ttl_s: float | Non
         if cdn is not None:
             cdn.set_faults(Faults(delay_s=cdn_delay_s))
         hub.new_log()
-        proc, wall = sealed_run([sys.executable, "-m", "fwe_cli", "smoke", "--source", "hub", "--tokenizer", "byte",
-                                 "--epochs", "1", "--batches", "1000000", "--batch", "8", "--seq-len", "1024", "--json",
-                                 "--timeout", "600", "--save-batches", str(out / "batches.npz"),
-                                 "--artifacts-dir", str(out / "artifacts")], proxy.url, out / "home", workdir, 900)
+        result, wall = smoke(REPO_ROOT, proxy.url, out / "home", workdir, *EPOCH, "--save-batches",
+                             str(out / "batches.npz"))
         hub_log, cdn_log = hub.flush(), cdn.flush() if cdn is not None else []
-    result = orjson.loads(proc.stdout) if proc.stdout.strip() else {}
     with np.load(out / "batches.npz") as saved:
         digest = hashlib.sha256(saved["batches"].tobytes()).hexdigest()[:16]
     record = {"run": name, "ok": bool(result.get("ok")), "ttl_s": ttl_s, "wall_s": round(wall, 3),
@@ -104,6 +145,8 @@ def parser():
     parser.add_argument("--expiring-ttl-s", type=float, default=2.0, help="URL lifetime of the expiring run (2).")
     parser.add_argument("--expiring-delay-ms", type=float, default=300.0,
                         help="The CDN's delay per read in the expiring run (default 300).")
+    parser.add_argument("--against", default=None, help="Another checkout of fwe to run as a peer (then only that).")
+    parser.add_argument("--reps", type=int, default=5, help="Interleaved reps with --against (default 5).")
     return parser
 
 
@@ -112,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-hub-resolves-") as tmp:
         workdir = Path(tmp)
         manifest = build_repos(workdir / "hub", LAB)
+        if args.against:
+            peers = against(workdir / "hub", workdir, Path(args.against), args.reps, (args.rtt_ms or 50.0) / 1000)
+            harness.write_result(NAME, args, {"kind": "bench_hub_resolves_against", "cwd": str(REPO_ROOT), **peers})
+            say(orjson.dumps(peers["summary"], option=orjson.OPT_INDENT_2).decode())
+            return 0 if all(r["ok"] for r in peers["runs"]) else 1
         import pyarrow.parquet as pq
 
         paths = [workdir / "hub" / "datasets" / manifest["dataset"] / shard["path"] for shard in manifest["shards"]]

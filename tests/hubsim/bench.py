@@ -54,15 +54,15 @@ def redirecting_cdn(root, hub: HubServer, ttl_s: float | None, rtt_s: float = 0.
                 proxy.stop()
 
 
-def sealed_run(args: list[str], endpoint: str, home: str | os.PathLike, workdir: Path,
-               timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+def sealed_run(args: list[str], endpoint: str, home: str | os.PathLike, workdir: Path, timeout: float,
+               cwd: str | os.PathLike = REPO_ROOT) -> tuple[subprocess.CompletedProcess, float]:
     """Run `args` as a sealed client process (tests/hubsim/clientenv.py: HF_ENDPOINT=`endpoint`, HF_HOME=`home`,
-    violations to workdir/violations.jsonl) from the repository root; (the finished process, wall seconds from
-    spawn to exit)."""
+    violations to workdir/violations.jsonl) from the repository root (or `cwd`: another checkout's fwe_cli); (the
+    finished process, wall seconds from spawn to exit)."""
     env = dict(os.environ)
     env.update(client_env(endpoint, home, Path(workdir) / "violations.jsonl"))
     started = time.monotonic()
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     return proc, time.monotonic() - started
 
 
