@@ -15,6 +15,7 @@ from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub.listing import resolve_listing
 from fwe_cli.loader.hub.ranges import fetch_range
 from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent, resolve_url
+from fwe_cli.loader.remote.resolve_cache import UNKNOWN_TTL_S, url_lifetime
 from tests.helpers import in_forked_child
 from tests.hubsim.faults import Faults
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO
@@ -129,3 +130,14 @@ def test_a_hub_serving_its_files_itself_is_read_as_before(hub_env, hubsim_root):
     assert [fetch_range(url, a, a + 7) for a in (0, 70, 700)] == [data[a:a + 7] for a in (0, 70, 700)]
     assert _kinds(hub_env.requests()) == [("resolve", 206)] * 3
     assert listing.files[1].path.startswith(DATA_DIR)
+
+
+def test_a_urls_lifetime_is_read_from_its_signature():
+    """CloudFront's Expires, S3's X-Amz-Date + X-Amz-Expires (the Hub's cas-bridge URLs) and GCS's X-Goog-* give
+    the seconds a URL stays valid; one that says nothing lives UNKNOWN_TTL_S."""
+    now = 1_775_739_074.0  # 2026-04-09T12:51:14Z
+    assert url_lifetime("https://cdn-lfs.hf.co/x?Expires=1775739374&Signature=s", now) == 300
+    amz = "https://cas-bridge.xethub.hf.co/x?X-Amz-Date=20260409T125114Z&X-Amz-Expires=3600&X-Amz-Signature=s"
+    assert url_lifetime(amz, now) == 3600
+    assert url_lifetime(amz.replace("X-Amz", "X-Goog"), now + 600) == 3000
+    assert url_lifetime("https://mirror.example/x", now) == UNKNOWN_TTL_S
