@@ -42,6 +42,7 @@ def synthetic_jsonl(tmp_path_factory) -> Path:
 LONGEST_FIRST = (
     "tests/test_readme_commands.py",
     "tests/loader/test_hub_ranks.py",
+    "tests/loader/test_hub_resolves_runs.py",
     "tests/measure/test_hub_smoke.py",
     "tests/loader/test_ranks.py",
     "tests/train/test_runbook.py",
@@ -87,6 +88,7 @@ SLOW = (
     "tests/loader/test_hub_first_batches.py",
     "tests/loader/test_hub_ranks.py",
     "tests/loader/test_hub_readers_agree.py",
+    "tests/loader/test_hub_resolves_runs.py",
     "tests/loader/test_hub_resume.py",
     "tests/loader/test_hub_warm_imports.py",
     "tests/loader/test_ranks.py",

@@ -71,3 +71,23 @@ def read_whole(source, start=None):
 
     for doc in source.stream(StreamOrder(Shard(), 1, None, 1), start, None):
         yield doc, doc.resume
+
+
+def in_forked_child(check, timeout: float = 120.0) -> bool:
+    """Run `check()` in a forked child of this process and tell whether it returned true; the child is killed after
+    `timeout` seconds (a bound for its work, not a timing check: then False)."""
+    import select
+    import signal
+
+    child = os.fork()
+    if child == 0:
+        try:
+            os._exit(0 if check() else 1)
+        finally:
+            os._exit(2)
+    with os.fdopen(os.pidfd_open(child)) as exited:  # readable once the child has ended: a bounded wait on it
+        if not select.select([exited], [], [], timeout)[0]:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            return False
+    return os.waitpid(child, 0)[1] == 0

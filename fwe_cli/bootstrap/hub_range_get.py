@@ -1,7 +1,8 @@
 """One byte range of a Hub file brought to disk for `fwe bootstrap`: a GET with `Range: bytes=A-B` on a kept-alive
-connection (fwe_cli/loader/remote/http.py), written where it belongs a block at a time as it arrives, asked again from
-the bytes received when the connection is cut (fwe_cli/bootstrap/hub_download.py queues the ranges and keeps track
-of what landed).
+connection, from the file's CDN URL as the node resolved it (fwe_cli/loader/remote/hub_get.py: one resolve per file
+for all the connections), written where it belongs a block at a time as it arrives, asked again from the bytes
+received when the connection is cut (fwe_cli/bootstrap/hub_download.py queues the ranges and keeps track of what
+landed).
 
     fetch_span(download, [start, end, landed], stop)    # returns once landed == end; SourceError, or Cancelled
 """
@@ -51,10 +52,10 @@ def fetch_span(url: str, span: list[int], write: Callable[[int, bytes], None], s
 
 def _get(url: str, span: list[int], write: Callable[[int, bytes], None], stop: threading.Event) -> None:
     """One GET of what the span still lacks; writes what arrives, a block at a time."""
-    from fwe_cli.loader.remote.http import request
+    from fwe_cli.loader.remote.hub_get import get
 
     at, end = span[2], span[1]
-    with request("GET", url, {"Range": f"bytes={at}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+    with get(url, {"Range": f"bytes={at}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
         skip = at if answer.status == 200 else 0  # a server that ignores Range sends the file from byte 0
         while skip:
             dropped = len(answer.read(min(skip, WRITE_BLOCK)))

@@ -31,6 +31,7 @@ from fwe_cli.errors import DiskSpaceError, OutputError, SourceError, os_error_li
 from fwe_cli.loader.compose.holdout import HoldoutRecords
 from fwe_cli.loader.files.bootstrap_format import Layout, listed_totals
 from fwe_cli.loader.files.bootstrap_lines import encoder
+from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.output.disk_preflight import preflight_disk
 from fwe_cli.output.faults import Faults
@@ -55,6 +56,7 @@ class _Run:
         self.writer: PartWriter | None = None  # its writer, None between parts
         self.replayed = 0  # records found intact on disk after the last checkpoint (resume)
         self.discarded = 0  # bytes cut off after them (a torn record)
+        self.requests_from = requests_sent()  # the Hub requests of this run: counted by kind in its result
 
     def checkpoint(self, writer: PartWriter | None, part: int, stream: Records, wait: bool = True) -> None:
         """Record the resume point after the last record added (the part's bytes fsynced first).
@@ -280,6 +282,7 @@ class _Run:
             "bad_records": manifest.get("bad_records"),
             "source_exhausted": manifest.get("source_exhausted"),
             "holdout": manifest.get("holdout") and dict(manifest["holdout"], **manifest["runs"][-1].get("holdout", {})),
+            "hub_requests": hub_requests(since=self.requests_from),
             "fwe_version": fwe_cli.__version__,
             "manifest": manifest,
         }

@@ -16,12 +16,18 @@ HELP = """Report this node's fwe setup: fwe and dependency versions, cores, memo
 Hugging Face cache for the dataset (listing, head cache, tokenizer), the Hub's reachability and round trip (one
 HEAD request; none with HF_HUB_OFFLINE=1), GPT-2 offline, torch/CUDA and pinned memory.
 
+Given a job's shape (--ranks, with --workers and --tokens-per-s), it also says how many requests the job would
+send the Hub's resolver, which the Hub limits per 5 minutes (5,000 for a free account): at its start, per epoch and
+in the worst 5 minutes, against one request per read before fwe resolved each file once per node.
+
 It reports problems, it does not fail on them: exit 0 unless its own arguments are bad (in --json, `ok` is false
 and `problems` lists them). Attach `fwe doctor --json` to a bug report.
 
 Examples:
 
   fwe doctor
+
+  fwe doctor --ranks 1024 --workers 8 --tokens-per-s 128e6
 
   fwe doctor --json --local-path /data/fwe_bootstrap --out /data/fwe_bootstrap
 """
@@ -70,6 +76,16 @@ def _table(report: dict) -> Table:
     else:
         table.add_row("torch", escape(f"{torch['version']} CUDA {torch['cuda_build'] or '—'}") +
                       f", device: {_mark(torch['cuda_available'])}, pinned memory: {_mark(torch['pinned_memory'])}")
+    quota = report.get("hub_quota")
+    if quota is not None and quota.get("shape") is not None:
+        after, before = quota["after"], quota["before"]
+        table.add_row("hub resolves", escape(
+            f"{after['start']} at the start ({after['start_warm']} warm), {after['per_epoch']} the first epoch "
+            f"({quota['epoch_s']:g} s), {after['per_5_min_warm']} in the worst 5 minutes of "
+            f"{quota['quota_5_min']['free']} (free); one per read: {before['per_5_min']} — "
+            f"{quota['nodes']} nodes, {quota['dataset']['files']} files, {quota['source']}"))
+    elif quota is not None:
+        table.add_row("hub resolves", escape(quota["detail"]))
     for problem in report["problems"]:
         table.add_row("[yellow]problem[/]", escape(problem))
     return table
@@ -86,6 +102,15 @@ def doctor(
     out: _opt(str, "--out", help="Where a bootstrap would write (free disk reported).") = None,
     hub_timeout: Annotated[float, typer.Option("--hub-timeout", min=0.1, max=60,
                                                help="Seconds the Hub's HEAD may take.")] = 3.0,
+    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, show_default=False,
+                                                 help="A job's ranks: say how many Hub resolves it sends.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=0, help="DataLoader workers per rank (with --ranks).")] = 0,
+    tokens_per_s: Annotated[float, typer.Option("--tokens-per-s", min=1.0,
+                                                help="The job's tokens per second, all ranks (with --ranks).")] = 1e6,
+    ranks_per_node: Annotated[int, typer.Option("--ranks-per-node", min=1,
+                                                help="Ranks sharing a node's cache (with --ranks).")] = 8,
+    shuffle: Annotated[bool, typer.Option("--shuffle",
+                                          help="The job shuffles (--shuffle-seed; with --ranks).")] = False,
     json_out: JsonFlag = False,
     run: Run = None,  # type: ignore[assignment]
     artifacts_dir: ArtifactsDir = Path("artifacts"),
@@ -96,8 +121,10 @@ def doctor(
     defaults = LoaderConfig().source.options  # the Hub stream a run reads by default
     paths = {"artifacts": str(artifacts_dir)}
     paths.update({role: path for role, path in (("local-path", local_path), ("out", out)) if path})
+    job = None if ranks is None else {"ranks": ranks, "workers": workers, "tokens_per_s": tokens_per_s,
+                                      "ranks_per_node": ranks_per_node, "shuffle": shuffle}
     report = run_doctor(dataset=dataset or defaults.dataset, name=name or defaults.name, split=split or defaults.split,
-                        revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout)
+                        revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout, job=job)
     console.print(_table(report))
     if json_out:
         run.print_json(report)

@@ -156,7 +156,7 @@ def main(t0_wall: float) -> None:
     from fwe_cli.errors import FweError
     from fwe_cli.loader.config import LoaderConfig
     from fwe_cli.loader.fineweb_loader import FineWebLoader
-    from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
+    from fwe_cli.measure.hub_requests import hub_requests, requests_sent, start_counting, uses_hub
 
     config = LoaderConfig.from_json(spec["config"])
     counting = False
@@ -207,6 +207,7 @@ def main(t0_wall: float) -> None:
     import resource
 
     result["requests"] = requests_sent() if counting else None
+    result["hub_requests"] = hub_requests() if counting else None  # by kind: resolver, API, CDN
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     result["loader"] = loader.stats()
     with open(spec["result_path"], "wb") as handle:

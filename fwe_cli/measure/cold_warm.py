@@ -36,7 +36,7 @@ from fwe_cli.measure.warmup import combine
 
 STOP_GRACE_S = 5.0
 CHILD = "import time; t0 = time.time(); from fwe_cli.measure.child import main; main(t0)"
-RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "peak_rss_mb", "error",
+RUN_KEYS = ("first_batch_s", "phases", "requests", "requests_by_phase", "hub_requests", "peak_rss_mb", "error",
             "test_hook", "warmup_advice")
 STEADY_KEYS = ("fetch_p50_ms", "fetch_p95_ms", "fetch_p99_ms", "fetch_max_ms", "stall_fraction", "tokens_per_s",
                "docs_per_s", "mean_queue_fill", "cpu_percent", "steps", "wall_s", "stalled_steps", "first_stalled_step")

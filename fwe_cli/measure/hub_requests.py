@@ -4,7 +4,8 @@ and measure artifacts.
 A cold Hub start is slow because of round trips; the count (and, in `fwe measure`, its split by phase) shows
 how many. It hooks the client huggingface_hub builds for all its calls (`set_client_factory`), so it sees the
 tokenizer download, dataset card, listings and parquet range reads alike; fwe's own requests count themselves. Both
-add to one count, `hub_env.requests_sent()`.
+add to one count, `hub_env.requests_sent()`, and to the counts by kind that every artifact holds as `hub_requests`
+(`hub_env.hub_requests`): the Hub's resolver (limited per 5 minutes), its API, and CDN reads apart.
 
 The hook is installed when huggingface_hub's HTTP module is first imported, not before: importing it (httpx) costs
 a warm start more than its whole open, and a warm start may never need it before its first batch.
@@ -17,7 +18,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from fwe_cli.loader.remote.hub_env import note_request, requests_sent  # noqa: F401 - requests_sent is this module's API
+from fwe_cli.loader.remote.hub_env import hub_requests, note_request, requests_sent  # noqa: F401 - this module's API
 from fwe_cli.loader.tokenization.names import hub_repo
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _hook(http) -> None:
 
     def factory():
         client = http.default_client_factory()
-        client.event_hooks["request"].append(lambda request: note_request())
+        client.event_hooks["request"].append(lambda request: note_request(str(request.url)))
         return client
 
     huggingface_hub.set_client_factory(factory)

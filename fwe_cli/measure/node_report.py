@@ -2,8 +2,9 @@
 
 Nothing here fails on what it finds: each section records what it saw (and `problems` lists what will get in a
 run's way). It writes nothing, downloads nothing, and contacts the Hub at most once (one HEAD of the dataset's card,
-none with HF_HUB_OFFLINE=1). It lives with the measurements because it reads the loader's cache layout (a layer
-below) the way the loader does.
+none with HF_HUB_OFFLINE=1); given a job's shape, it says how many requests the job would send the Hub's resolver
+(measure.resolve_plan). It lives with the measurements because it reads the loader's cache layout (a layer below)
+the way the loader does.
 """
 
 from __future__ import annotations
@@ -138,15 +139,39 @@ def problems(report: dict) -> list[str]:
     for place in report["disk"]:
         if place["free_gb"] is not None and place["free_gb"] < LOW_DISK_GB:
             found.append(f"{place['role']} {place['path']}: only {place['free_gb']} GB free")
+    quota = report.get("hub_quota") or {}
+    if quota.get("fits") and not quota["fits"]["free"]:
+        found.append(f"the job would send the Hub's resolver {quota['after']['per_5_min_warm']} requests in 5 minutes, "
+                     f"over a free account's {quota['quota_5_min']['free']}")
     if not report["tokenizer"]["gpt2_packaged"]:
         found.append(f"GPT-2 is not available offline: {report['tokenizer']['detail']}")
     return found
 
 
+def hub_quota(dataset: str, name: str | None, split: str, revision: str | None, job: dict) -> dict:
+    """The resolver requests a job of shape `job` (resolve_plan's ranks, workers, tokens_per_s, ranks_per_node,
+    shuffle) sends, reading the cached listing's files, or sample-10BT as modelled when that is the stream and no
+    listing is cached; `shape` says which."""
+    from fwe_cli.loader.hub.listing import cached_listing
+    from fwe_cli.measure.resolve_plan import listing_shape, resolve_plan, sample_10bt
+
+    listing = cached_listing(dataset, name, split, revision)
+    if listing is not None:
+        shape = listing_shape([f.size for f in listing.files])
+        source = "the cached listing (row groups and tokens estimated from its sizes)"
+    elif (dataset, name) == ("HuggingFaceFW/fineweb-edu", "sample-10BT"):
+        shape, source = sample_10bt(), "sample-10BT as modelled (no cached listing)"
+    else:
+        return {"shape": None, "detail": "no cached listing of the dataset: run once to list it, then ask again"}
+    sizes, row_groups, tokens = shape
+    return dict(resolve_plan(sizes, row_groups, tokens, **job), source=source)
+
+
 def run_doctor(dataset: str = "HuggingFaceFW/fineweb-edu", name: str | None = "sample-10BT", split: str = "train",
                revision: str | None = None, tokenizer: str = "gpt2", paths: dict[str, str] | None = None,
-               timeout: float = HEAD_TIMEOUT_S) -> dict:
-    """Every section of the report; `paths` (role -> path) are where data would go (free disk)."""
+               timeout: float = HEAD_TIMEOUT_S, job: dict | None = None) -> dict:
+    """Every section of the report; `paths` (role -> path) are where data would go (free disk); `job` (a job's shape,
+    hub_quota) adds the resolver requests it would send (`hub_quota`)."""
     from fwe_cli.loader.config import env_snapshot
 
     versions = package_versions()
@@ -162,6 +187,8 @@ def run_doctor(dataset: str = "HuggingFaceFW/fineweb-edu", name: str | None = "s
         "tokenizer": tokenizer_offline(),
         "torch": torch_facts(),
     }
+    if job is not None:
+        report["hub_quota"] = hub_quota(dataset, name, split, revision, job)
     report["problems"] = problems(report)
     report["ok"] = not report["problems"]
     report["error"] = None

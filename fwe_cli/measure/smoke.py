@@ -21,7 +21,7 @@ from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, Output
 from fwe_cli.loader.config import LoaderConfig, env_snapshot
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 from fwe_cli.loader.sources.position import encode
-from fwe_cli.measure.hub_requests import requests_sent, start_counting, uses_hub
+from fwe_cli.measure.hub_requests import hub_requests, requests_sent, start_counting, uses_hub
 
 SEPARATOR_CHECK_MIN_TOKENS = 65_536  # below this, documents may legitimately span every pulled row
 
@@ -182,6 +182,7 @@ class SmokeRun:
         result.update({
             "requests": sent if counting else None,
             "requests_first_batch": produced - self._requests_before if counting and produced is not None else None,
+            "hub_requests": hub_requests(since=self._requests_before) if counting else None,
             # the gathering thread failed (its error is not the run's): ask again, here
             "config": config.to_json(), "env": env_snapshot(), **(self._facts or provenance()),
             "started": self.started, "finished": utc_iso(),
@@ -267,6 +268,7 @@ def _result(config: LoaderConfig, stats: dict, pulled: BatchChecks, error: Excep
         # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
         "requests": None,
         "requests_first_batch": None,  # of those, sent before the first batch was produced
+        "hub_requests": None,  # of those, by kind (resolver, api, cdn) and events (re_resolves, range_fallbacks)
         "tokenizer": tok,
         "source": stats["source"],
         "fallback": stats["fallback"],

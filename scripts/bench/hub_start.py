@@ -29,7 +29,8 @@ Without --root the repos are built in a temporary folder; with --root they are b
 a build (hubsim.json), which is then reused as is. Writes artifacts/bench/hub_start-<UTC>.json (progress on
 stderr). Exit 0: every run ok, batches identical, nothing left the seal (the verdict is in the JSON; with --check
 exit 3 when it fails); exit 1: a run failed, batches differ, or the seal was hit; exit 2: bad usage.
-Compare figures from the same machine only.
+Compare figures from the same machine only. --cdn-ttl-s T: the Hub redirects parquet resolves to a CDN's signed URLs
+(tests/hubsim/bench.py redirecting_cdn); `server_resolves` and `cdn_requests` count the two.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import orjson
 from fwe_cli.artifacts import utc_iso
 from scripts.bench import harness
 from scripts.bench.harness import REPO_ROOT, median, say
-from tests.hubsim.bench import request_summary, sealed_run
+from tests.hubsim.bench import redirecting_cdn, request_summary, sealed_run
 from tests.hubsim.clientenv import client_env
 from tests.hubsim.proxy import RttProxy
 from tests.hubsim.repos import MANIFEST, BuildSpec, build_repos
@@ -93,20 +94,20 @@ def command(peer: str, extra: list[str], batch_path: Path, artifacts: Path) -> l
 
 def load_batch(path: Path) -> np.ndarray | None:
     """The first batch a run saved ([8, 1024] int32), or None when it saved none."""
-    if not path.exists():
-        return None
-    if path.suffix == ".npz":
+    if path.suffix == ".npz" and path.exists():
         with np.load(path) as saved:
             return saved["batches"][0]
-    return np.load(path)
+    return np.load(path) if path.exists() else None
 
 
 def run_once(peer: str, extra: list[str], rep: int, cache: str, order: int, endpoint: str, home: Path,
-             workdir: Path, hub: HubServer) -> tuple[dict, np.ndarray | None]:
+             workdir: Path, hub: HubServer, cdn: HubServer | None = None) -> tuple[dict, np.ndarray | None]:
     suffix = ".npy" if peer == SCRIPT else ".npz"
     batch_path = workdir / "batches" / f"{peer}_rep{rep}_{cache}{suffix}"
     args = command(peer, extra, batch_path, workdir / "fwe_artifacts")
     hub.new_log()
+    if cdn is not None:
+        cdn.new_log()
     load_1m = os.getloadavg()[0]
     try:
         proc, wall = sealed_run(args, endpoint, home, workdir, RUN_TIMEOUT_S)
@@ -118,6 +119,8 @@ def run_once(peer: str, extra: list[str], rep: int, cache: str, order: int, endp
     record = {"peer": peer, "rep": rep, "cache": cache, "order": order, "rc": rc, "wall_s": round(wall, 4),
               "load_1m_at_start": round(load_1m, 2), "batch_shape": list(batch.shape) if batch is not None else None,
               "server_requests": served["requests"], "server_connections": served["connections"],
+              "server_resolves": served["resolves"],
+              "cdn_requests": len(cdn.flush()) if cdn is not None else None,
               "server_body_bytes": served["body_bytes"], "server_span_s": served["server_span_s"],
               "server_requests_detail": served["requests_detail"]}
     if peer not in (SCRIPT, FLOOR):
@@ -153,9 +156,8 @@ def summarise(runs: list[dict], names: list[str]) -> dict:
                                    if r["fwe_requests_first_batch"] is not None), default=None),
                               "first_batch_s": [r["first_batch_s"] for r in mine],
                               "fwe_requests_median": median((r["fwe_requests"] for r in mine), 4),
-                              "outside_first_batch_s_median": median(
-                                  (r["wall_s"] - r["first_batch_s"] for r in mine if r["first_batch_s"] is not None),
-                                  4)})
+                              "outside_first_batch_s_median": median((r["wall_s"] - r["first_batch_s"] for r in mine
+                                                                      if r["first_batch_s"] is not None), 4)})
             out[name][cache] = entry
     return out
 
@@ -192,21 +194,19 @@ def prepare_root(args: argparse.Namespace, tmp: Path) -> tuple[Path, dict, bool]
 
 def parser() -> argparse.ArgumentParser:
     parser = harness.bench_parser(NAME, __doc__)
-    parser.add_argument("--reps", type=int, default=3, help="Interleaved reps; figures are their medians "
-                                                               "(default 3).")
+    parser.add_argument("--reps", type=int, default=3, help="Interleaved reps; figures: medians (default 3).")
     parser.add_argument("--rtt-ms", type=float, default=50.0, help="Added round-trip time in ms (default 50).")
     parser.add_argument("--handshake-rtts", type=int, default=2, help="Extra RTTs per new connection (default 2).")
     parser.add_argument("--root", default=None, help="hubsim root to reuse (or build into, if it holds no build).")
     parser.add_argument("--mb", type=float, default=280.0, help="Parquet MB when building (default 280).")
-    parser.add_argument("--shards", type=int, default=14, help="Parquet shards when building (default 14, as the "
-                                                                "real sample/10BT).")
-    parser.add_argument("--warmup", type=int, default=1, help="Unrecorded runs of each peer first (fresh HF_HOME), "
-                                                              "so the first rep does not pay the OS file cache "
-                                                              "(default 1).")
+    parser.add_argument("--shards", type=int, default=14, help="Parquet shards when building (default 14).")
+    parser.add_argument("--warmup", type=int, default=1, help="Unrecorded runs of each peer first (fresh HF_HOME): "
+                                                              "the OS file cache (default 1).")
     parser.add_argument("--hub-reader", default="", help="Comma-separated `fwe smoke --hub-reader` values, one fwe "
                                                          "peer each (e.g. native,datasets); default: no such flag.")
-    parser.add_argument("--fwe-arg", action="append", default=[], help="Extra argument for every fwe smoke run "
-                                                                        "(repeatable; write --fwe-arg=--flag).")
+    parser.add_argument("--fwe-arg", action="append", default=[], help="Extra fwe smoke argument (--fwe-arg=--flag).")
+    parser.add_argument("--cdn-ttl-s", type=float, default=None, help="Redirect parquet resolves to signed CDN URLs "
+                                                                      "valid this long (default: no redirect).")
     parser.add_argument("--check", action="store_true", help="Exit 3 when an fwe peer misses the acceptance ratios.")
     return parser
 
@@ -232,11 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         root, manifest, reused = prepare_root(args, tmp)
         (tmp / "batches").mkdir()
         with HubServer(root) as hub, \
-                RttProxy(("127.0.0.1", hub.port), args.rtt_ms / 1000, args.handshake_rtts) as proxy:
+                RttProxy(("127.0.0.1", hub.port), args.rtt_ms / 1000, args.handshake_rtts) as proxy, \
+                redirecting_cdn(root, hub, args.cdn_ttl_s, args.rtt_ms / 1000, args.handshake_rtts) as cdn:
             def run(name: str, rep: int, cache: str, home: Path, into: list[dict]) -> None:
                 nonlocal reference, identical
                 record, batch = run_once(name, fwe_peers.get(name, []), rep, cache, len(warmups) + len(runs),
-                                         proxy.url, home, tmp, hub)
+                                         proxy.url, home, tmp, hub, cdn)
                 if batch is not None:
                     if reference is None:
                         reference = batch
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "claim": "fwe smoke whole-process time <= 0.2x the datasets+tokenizers script cold, <= 0.12x warm, warm <= 1.5x "
                  "the floor (interpreter + one round trip), at most one request before a warm first batch (medians)",
         "started": started, "finished": utc_iso(),
-        "settings": {"reps": args.reps, "warmup": args.warmup, "rtt_ms": args.rtt_ms,
+        "settings": {"reps": args.reps, "warmup": args.warmup, "rtt_ms": args.rtt_ms, "cdn_ttl_s": args.cdn_ttl_s,
                      "handshake_rtts": args.handshake_rtts,
                      "batch": BATCH, "seq_len": SEQ_LEN, "hub_readers": hub_readers, "fwe_args": args.fwe_arg,
                      "order": "per rep: every peer cold, then every peer warm; peer order rotates each rep"},

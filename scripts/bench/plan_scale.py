@@ -32,11 +32,12 @@ PLAN_S, STATE_BYTES, STATE_S = 1.0, 8 * 1024, 50e-6
 
 
 def sample_10bt():
-    """14 files of 2.0-2.2 GB, as sample-10BT's listing gives them (sizes only: what dealing needs)."""
+    """14 files of 2.0-2.2 GB, as sample-10BT's listing gives them (sizes only: what dealing needs; the shape `fwe
+    doctor --ranks` models too: fwe_cli/measure/resolve_plan.py)."""
     from fwe_cli.loader.sources.units import Unit
+    from fwe_cli.measure.resolve_plan import sample_10bt as shape
 
-    rng = random.Random(10)
-    return [Unit(n, 0, rng.randrange(2_000_000_000, 2_200_000_000)) for n in range(14)]
+    return [Unit(n, 0, size) for n, size in enumerate(shape()[0])]
 
 
 def row_groups(files: int = 14, groups: int = 9_700):

@@ -210,3 +210,22 @@ def test_single_file_output_holds_the_same_lines(hub3, reference, native_env, tm
     assert result["complete"] and lines_of(out) == lines_of(reference)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("one")) == [
         "one.jsonl", "one.jsonl.manifest.json"]
+
+
+def test_a_hub_redirecting_to_signed_cdn_urls_is_resolved_once_per_file(hub3, reference, native_env, tmp_path):
+    """The Hub redirecting its parquet resolves to signed URLs on a CDN (another server): the download's parallel
+    range requests (footer, then the files in pieces over 8 connections) send the resolver one request per file
+    and read every byte from the CDN, as the result's `hub_requests` counts too; the output is byte-identical."""
+    server, root, _ = hub3
+    with HubServer(root) as cdn:
+        native_env.set_faults(Faults(redirect_match=r"resolve/.*\.parquet", redirect_to=cdn.url, sign_ttl_s=3600))
+        try:
+            result = native(tmp_path / "out", workers=1)
+        finally:
+            native_env.set_faults(Faults())
+        reads = cdn.flush()
+    assert result["complete"] and file_hashes(tmp_path / "out") == file_hashes(reference)
+    resolves = Counter(r["path"].rsplit("/", 1)[-1] for r in native_env.flush() if r["kind"] == "resolve")
+    assert resolves == Counter({f"00{i}_00000.parquet": 1 for i in range(3)})
+    assert reads and all(r["kind"] == "cdn" and r["status"] == 206 for r in reads)
+    assert (result["hub_requests"]["resolver"], result["hub_requests"]["cdn"]) == (3, len(reads))

@@ -43,8 +43,10 @@ def test_doctor_help_names_what_it_reports():
 
 def test_doctor_json_has_every_section(tmp_path, refusing):
     """--json prints one object with every section (versions, host, disk for each path given, env, HF cache, Hub,
-    tokenizer, torch, problems) plus ok/exit_code/error; the same report is a table on stderr."""
-    data, stderr = doctor(tmp_path, refusing, "--local-path", str(tmp_path / "data"), "--out", str(tmp_path / "o"))
+    tokenizer, torch, problems, and with --ranks the Hub resolves the job would send) plus ok/exit_code/error; the
+    same report is a table on stderr."""
+    data, stderr = doctor(tmp_path, refusing, "--local-path", str(tmp_path / "data"), "--out", str(tmp_path / "o"),
+                          "--ranks", "1024", "--workers", "8", "--tokens-per-s", "128e6")
     assert SECTIONS <= set(data) and data["exit_code"] == 0 and data["error"] is None
     assert data["versions"]["fwe"] == data["fwe"] and "numpy" in data["versions"]
     assert data["host"]["cpus_usable"] >= 1 and data["host"]["ram_total_gb"] > 0
@@ -55,7 +57,10 @@ def test_doctor_json_has_every_section(tmp_path, refusing):
     assert cache["tokenizer"]["hub_repo"] == "openai-community/gpt2" and cache["tokenizer"]["packaged_offline"]
     assert data["tokenizer"]["gpt2_packaged"] is True
     assert data["torch"]["installed"] in (True, False) and "detail" in data["torch"]
-    assert "fwe doctor" in stderr
+    quota = data["hub_quota"]
+    assert quota["nodes"] == 128 and quota["dataset"]["files"] == 14 and "sample-10BT" in quota["source"]
+    assert quota["after"]["per_5_min_warm"] < quota["quota_5_min"]["free"] < quota["before"]["per_5_min"]
+    assert "fwe doctor" in stderr and "hub resolves" in stderr
 
 
 def test_offline_doctor_makes_no_connection(tmp_path, listening):

@@ -38,7 +38,7 @@ def _faults(args: argparse.Namespace) -> Faults:
                   stall_match=args.stall_match, burst_every=args.burst_every, burst_delay_s=args.burst_ms / 1000,
                   burst_match=args.burst_match, hangup_match=args.hangup_match, unanswered_count=args.unanswered,
                   unanswered_match=args.unanswered_match, redirect_match=args.redirect_match,
-                  redirect_to=args.redirect_to)
+                  redirect_to=args.redirect_to, sign_ttl_s=args.sign_ttl_s, refuse_ranges=args.refuse_ranges)
 
 
 def _print_request(record: dict) -> None:
@@ -147,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     faults.add_argument("--redirect-match", default=None, help="Regex choosing requests answered 302 to --redirect-to.")
     faults.add_argument("--redirect-to", default="",
                         help="Base URL of the redirects, e.g. another server as a CDN (default: this one: a loop).")
+    faults.add_argument("--sign-ttl-s", type=float, default=None,
+                        help="A resolve's redirect leads to a signed CDN URL valid this many seconds, as the Hub's "
+                             "does (with --redirect-to '': this server's own /cdn/, a relative Location).")
+    faults.add_argument("--refuse-ranges", action="store_true",
+                        help="This server's /cdn/ paths ignore Range (answer the whole file, 200).")
     serve.set_defaults(run=_serve)
 
     bench = commands.add_parser("bench", help="Cold+warm fwe smoke under added RTTs; JSON with first_batch_s "

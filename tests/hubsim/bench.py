@@ -19,30 +19,59 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import orjson
 
 from fwe_cli.hostinfo import host_facts
 from tests.hubsim.clientenv import REPO_ROOT, client_env
+from tests.hubsim.faults import Faults
 from tests.hubsim.proxy import RttProxy
 from tests.hubsim.server import HubServer
 
+PARQUET_RESOLVES = r"/resolve/.*\.parquet"  # what the Hub redirects to its CDN (the data files, in LFS)
 
-def sealed_run(args: list[str], endpoint: str, home: str | os.PathLike, workdir: Path,
-               timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+
+@contextmanager
+def redirecting_cdn(root, hub: HubServer, ttl_s: float | None, rtt_s: float = 0.0,
+                    handshake_rtts: int = 2) -> Iterator[HubServer | None]:
+    """With `ttl_s`: a second server on the same repos (behind an RTT proxy of its own when `rtt_s`: another
+    host:port either way), `hub` redirecting its parquet resolves there with signed URLs valid `ttl_s`
+    (tests/hubsim/cdn.py), as the real Hub sends its files to its CDN; yields that server. Else None."""
+    if ttl_s is None:
+        yield None
+        return
+    with HubServer(root) as cdn:
+        proxy = RttProxy(("127.0.0.1", cdn.port), rtt_s, handshake_rtts).start() if rtt_s else None
+        try:
+            hub.set_faults(Faults(redirect_match=PARQUET_RESOLVES, redirect_to=proxy.url if proxy else cdn.url,
+                                  sign_ttl_s=ttl_s))
+            yield cdn
+        finally:
+            hub.set_faults()
+            if proxy is not None:
+                proxy.stop()
+
+
+def sealed_run(args: list[str], endpoint: str, home: str | os.PathLike, workdir: Path, timeout: float,
+               cwd: str | os.PathLike = REPO_ROOT) -> tuple[subprocess.CompletedProcess, float]:
     """Run `args` as a sealed client process (tests/hubsim/clientenv.py: HF_ENDPOINT=`endpoint`, HF_HOME=`home`,
-    violations to workdir/violations.jsonl) from the repository root; (the finished process, wall seconds from
-    spawn to exit)."""
+    violations to workdir/violations.jsonl) from the repository root (or `cwd`: another checkout's fwe_cli); (the
+    finished process, wall seconds from spawn to exit)."""
     env = dict(os.environ)
     env.update(client_env(endpoint, home, Path(workdir) / "violations.jsonl"))
     started = time.monotonic()
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     return proc, time.monotonic() - started
 
 
 def request_summary(records: list[dict]) -> dict:
-    """What the server saw in one run's request log: requests, connections, body bytes, span, request list."""
+    """What the server saw in one run's request log: requests, connections, body bytes, span, request list, and how
+    many of them were resolves (requests to the Hub's `/resolve/`, which it limits per 5 minutes)."""
     logged_at = [r["t"] for r in records]
     return {"requests": len(records), "connections": len({r["conn"] for r in records}),
+            "resolves": sum(1 for r in records if r.get("kind") == "resolve"),
             "body_bytes": sum(r["bytes"] for r in records),
             "server_span_s": round(max(logged_at) - min(logged_at), 3) if records else None,
             "requests_detail": [r["endpoint"] + (f" {r['range']}" if r["range"] else "") for r in records]}

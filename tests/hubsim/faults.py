@@ -23,6 +23,11 @@ footer, '' every request):
   server, e.g. a second HubServer on the same root); a resolve request's 302 carries the file's Hub headers
   (X-Repo-Commit, ETag, X-Linked-*) as the Hub's redirect to its CDN does. redirect_to "" sends the request back to
   the same path on this server, without those headers: a redirect loop.
+- sign_ttl_s: with redirect_match, a resolve's 302 leads to a signed CDN URL valid this long (tests/hubsim/cdn.py:
+  the Hub's real redirect): redirect_to + /cdn/..., or with redirect_to "" a relative Location, this server's own
+  /cdn/. The CDN (any server) refuses it with 403 once expired, or tampered.
+- refuse_ranges: this server's /cdn/ answers a Range request with the whole file (200), as a host that does not
+  serve ranges.
 
 Added round-trip time is not here: it is the TCP proxy's job (proxy.py), because it costs per connection
 and per exchange, not per request handled.
@@ -78,6 +83,10 @@ class Faults:
     """Regex selecting requests answered with a redirect to `redirect_to`; None redirects none."""
     redirect_to: str = ""
     """Base URL the redirects lead to (the path stays); "" is this server: a loop."""
+    sign_ttl_s: float | None = None
+    """A resolve's redirect leads to a signed CDN URL valid this many seconds (None: to the same path)."""
+    refuse_ranges: bool = False
+    """This server's CDN paths ignore Range (the whole file, 200)."""
 
     def __post_init__(self) -> None:
         if self.delay_s < 0 or self.burst_delay_s < 0:
@@ -94,6 +103,8 @@ class Faults:
             raise ValueError(f"drop_after_bytes must be >= 0, got {self.drop_after_bytes!r}")
         if self.drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {self.drop_count!r}")
+        if self.sign_ttl_s is not None and self.sign_ttl_s <= 0:
+            raise ValueError(f"sign_ttl_s must be > 0 seconds or None, got {self.sign_ttl_s!r}")
         if self.unanswered_count < 0:
             raise ValueError(f"unanswered_count must be >= 0, got {self.unanswered_count!r}")
         for name in ("fail_match", "drop_match", "stall_match", "burst_match", "hangup_match", "unanswered_match",
@@ -125,6 +136,10 @@ class Faults:
             on["unanswered"] = {"count": self.unanswered_count, "match": self.unanswered_match}
         if self.redirect_match is not None:
             on["redirect"] = {"match": self.redirect_match, "to": self.redirect_to or "itself"}
+            if self.sign_ttl_s is not None:
+                on["redirect"]["signed_ttl_s"] = self.sign_ttl_s
+        if self.refuse_ranges:
+            on["refuse_ranges"] = True
         return on
 
 

@@ -16,7 +16,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from tests.hubsim.requestlog import endpoint_template
+from tests.hubsim import cdn
+from tests.hubsim.requestlog import endpoint_template, request_kind
 from tests.hubsim.store import Repo
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class HubHandler(BaseHTTPRequestHandler):
         line = f"{self.command} {self.path}" + (f" range={self.headers['Range']}" if self.headers.get("Range") else "")
         self._record = {"conn": self.conn_id, "method": self.command, "path": self.path,
                         "endpoint": endpoint_template(self.command, self.path, hub.repo_ids()),
+                        "kind": request_kind(self.path),
                         "range": self.headers.get("Range"), "status": None, "bytes": 0, "fault": None,
                         "ua": (self.headers.get("User-Agent") or "")[:160],
                         "auth": self.headers.get("Authorization") is not None}
@@ -141,10 +143,12 @@ class HubHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self._write_body([data])
 
-    def _redirect(self, headers: dict) -> None:
-        """302 to the redirect fault's server (the same path), or back to this one's: a loop."""
+    def _redirect(self, headers: dict, signed: str | None = None) -> None:
+        """302 to the redirect fault's server (the same path, or a resolve's `signed` CDN path), or back to this
+        one's: a loop, or with a signed path this server's own CDN."""
         self._record["fault"] = "redirect"
-        self._start(302, {**headers, "Location": (self._redirect_to or "") + self.path, "Content-Length": "0"})
+        where = (self._redirect_to or "") + (signed or self.path)
+        self._start(302, {**headers, "Location": where, "Content-Length": "0"})
 
     def _send_json(self, obj, status: int = 200, headers: dict | None = None) -> None:
         self._send_bytes(orjson.dumps(obj), status=status, headers=headers)
@@ -176,8 +180,11 @@ class HubHandler(BaseHTTPRequestHandler):
         kind = "datasets" if parts and parts[0] == "datasets" else "models"
         offset = 1 if kind == "datasets" else 0
         resolve = len(parts) >= offset + 5 and parts[offset + 2] == "resolve" and self.command in ("GET", "HEAD")
-        if self._redirect_to is not None and not (resolve and self._redirect_to):  # (a resolve's: in _resolve)
+        signing = self._faults.faults.sign_ttl_s is not None
+        if self._redirect_to is not None and not (resolve and (self._redirect_to or signing)):  # (in _resolve)
             return self._redirect({})
+        if parts and parts[0] == "cdn" and self.command in ("GET", "HEAD"):
+            return self._cdn()
         if parts[:2] == ["api", "agent-harnesses"] and len(parts) == 2:
             return self._send_json(AGENT_HARNESSES)
         if parts and parts[0] == "api" and len(parts) >= 4 and parts[1] in ("datasets", "models"):
@@ -196,6 +203,22 @@ class HubHandler(BaseHTTPRequestHandler):
             at = self._revision(repo, unquote(parts[offset + 3]))
             return self._resolve(at, unquote("/".join(parts[offset + 4:])))
         raise HttpError(404, f"hubsim: no such endpoint {self.command} {split.path}")
+
+    def _cdn(self) -> None:
+        """A signed CDN URL (tests/hubsim/cdn.py): 403 when expired or tampered, else the file, Range served (unless
+        refuse_ranges)."""
+        try:
+            kind, repo_id, sha, path = cdn.check(self.path)
+        except cdn.Refused as exc:
+            self._record["fault"] = "refused"
+            return self._send_bytes(f"<Error><Code>AccessDenied</Code><Message>{exc}</Message></Error>".encode(),
+                                    status=403, content_type="application/xml")
+        file = self._revision(self._repo(kind, repo_id), sha).files.get(path)
+        if file is None:
+            raise HttpError(404, "NoSuchKey")
+        self._serve(file, {"Content-Type": "application/octet-stream", "ETag": f'"{file.sha256 or file.etag}"',
+                           "Accept-Ranges": "none" if self._faults.faults.refuse_ranges else "bytes"},
+                    ranges=not self._faults.faults.refuse_ranges)
 
     def _repo(self, kind: str, repo_id: str) -> Repo:
         repo = self.server.hub.store.repo(kind, repo_id)
@@ -268,13 +291,20 @@ class HubHandler(BaseHTTPRequestHandler):
                    "ETag": f'"{file.etag}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if file.sha256:
             headers.update({"X-Linked-Etag": f'"{file.sha256}"', "X-Linked-Size": str(file.size)})
-        if self._redirect_to:  # the Hub's redirect to its CDN: the file's headers, and where to read it
+        ttl = self._faults.faults.sign_ttl_s
+        if self._redirect_to and ttl is None:  # a redirect to another server: the file's headers, the same path
             return self._redirect(headers)
+        if self._redirect_to is not None and ttl is not None and file.sha256:  # the Hub's own: an LFS file's headers
+            return self._redirect(headers, cdn.sign(repo.repo_type + "s", repo.repo_id, sha, path, ttl))  # + CDN URL
+        self._serve(file, headers)
+
+    def _serve(self, file, headers: dict, ranges: bool = True) -> None:
+        """The file's bytes: a Range (206; 416 when unsatisfiable), unless `ranges` is False, or all of them (200)."""
         start, end = 0, file.size - 1
         status = 200
-        wanted = self.headers.get("Range")
+        wanted = self.headers.get("Range") if ranges else None
         if wanted:
-            parsed = _parse_range(wanted, file.size)
+            parsed = cdn.parse_range(wanted, file.size)
             if parsed is None:
                 self._start(416, {"Content-Range": f"bytes */{file.size}", "Content-Length": "0"})
                 return
@@ -285,33 +315,5 @@ class HubHandler(BaseHTTPRequestHandler):
         self._start(status, headers)
         if self.command == "HEAD":
             return
-        self._write_body(_file_chunks(file.disk, start, end))
+        self._write_body(cdn.file_chunks(file.disk, start, end, CHUNK))
 
-
-def _parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """'bytes=a-b' | 'bytes=a-' | 'bytes=-n' -> (first, last) inclusive, clamped; None if unsatisfiable."""
-    unit, _, spec = header.partition("=")
-    if unit.strip() != "bytes" or "," in spec:
-        return None
-    first, _, last = spec.strip().partition("-")
-    try:
-        if first == "":
-            n = int(last)
-            return (max(0, size - n), size - 1) if n > 0 and size else None
-        start = int(first)
-        end = min(int(last), size - 1) if last else size - 1
-    except ValueError:
-        return None
-    return (start, end) if start <= end and start < size else None
-
-
-def _file_chunks(disk, start: int, end: int):
-    with open(disk, "rb") as handle:
-        handle.seek(start)
-        left = end - start + 1
-        while left > 0:
-            chunk = handle.read(min(CHUNK, left))
-            if not chunk:
-                return
-            left -= len(chunk)
-            yield chunk

@@ -8,10 +8,17 @@ requests. For tests/loader/test_hub_ranks.py and scripts/bench/hub_ranks.py.
         job.new_homes()
         burst = job.run("burst", faults=[Faults(fail_count=5, fail_status=429, fail_distinct=True)] * 2)
 
+    with Job(root, workdir, nodes=4, ranks_per_node=8, cdn_ttl_s=3600) as job:   # the Hub's redirects to a CDN
+        cold = job.run("cold")
+        cold.resolves_per_node(), cold.cdn                 # resolver requests per node; the CDN's request log
+
 Ranks get RANK and WORLD_SIZE (global, as torchrun/srun set them), so each reads its shard; each saves its batches
 (byte tokenizer) and writes its heartbeat. `metadata(records)` counts what the Hub is asked about the dataset (its
 revision, paths-info, the HEAD that checks a branch), not the parquet range reads, and not huggingface_hub's own
 once-a-day agent registry lookup (/api/agent-harnesses, cached per HF_HOME by the client itself).
+`resolves(records)` counts the requests to the Hub's resolver (`/resolve/`, which the Hub limits per 5 minutes). With
+`cdn_ttl_s`, every node's server redirects parquet resolves to one CDN server (another host:port) with signed URLs
+valid that long, as the Hub does (tests/hubsim/cdn.py).
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
 
+from tests.hubsim.bench import PARQUET_RESOLVES
 from tests.hubsim.clientenv import REPO_ROOT, client_env
 from tests.hubsim.faults import Faults
 from tests.hubsim.repos import DATA_DIR, DATASET_REPO
@@ -38,6 +46,11 @@ SMOKE_ARGS = ("--tokenizer", "byte", "--batches", "2", "--batch", "4", "--seq-le
 def metadata(records: list[dict]) -> int:
     """How many of a request log's records ask about the dataset rather than read its data."""
     return sum(1 for r in records if r["endpoint"].startswith(METADATA))
+
+
+def resolves(records: list[dict]) -> int:
+    """How many of a request log's records are requests to the Hub's resolver."""
+    return sum(1 for r in records if r["kind"] == "resolve")
 
 
 def burst_faults(requests: int) -> Faults:
@@ -69,20 +82,27 @@ class Run:
 
     ranks: list[Rank]
     requests: list[list[dict]]
+    cdn: list[dict] = field(default_factory=list)
+    """The CDN server's request log (a Job with cdn_ttl_s), every node's reads."""
 
     def metadata_per_node(self) -> list[int]:
         return [metadata(records) for records in self.requests]
+
+    def resolves_per_node(self) -> list[int]:
+        return [resolves(records) for records in self.requests]
 
 
 class Job:
     """`nodes` x `ranks_per_node` ranks, each node with its HF_HOME and its server; runs them all at once."""
 
     def __init__(self, root: str | os.PathLike, workdir: str | os.PathLike, nodes: int, ranks_per_node: int,
-                 smoke_args: tuple[str, ...] = SMOKE_ARGS):
+                 smoke_args: tuple[str, ...] = SMOKE_ARGS, cdn_ttl_s: float | None = None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.nodes, self.ranks_per_node, self.smoke_args = nodes, ranks_per_node, smoke_args
         self.servers = [HubServer(root).start() for _ in range(nodes)]
+        self.cdn = HubServer(root).start() if cdn_ttl_s is not None else None
+        self.cdn_ttl_s = cdn_ttl_s
         self._homes = 0
         self.homes: list[Path] = []
         self.new_homes()
@@ -115,8 +135,10 @@ class Job:
         out = self.workdir / name
         out.mkdir()
         for node, server in enumerate(self.servers):
-            server.set_faults(faults[node] if faults else Faults())
+            server.set_faults(self._redirecting(faults[node] if faults else Faults()))
             server.new_log(out / f"requests_node{node}.jsonl")
+        if self.cdn is not None:
+            self.cdn.new_log(out / "requests_cdn.jsonl")
         procs = []
         for rank in range(self.world):
             node = rank // self.ranks_per_node
@@ -132,7 +154,14 @@ class Job:
         requests = [server.flush() for server in self.servers]
         for server in self.servers:
             server.set_faults()
-        return Run([self._rank(out, rank, proc) for rank, proc in enumerate(procs)], requests)
+        return Run([self._rank(out, rank, proc) for rank, proc in enumerate(procs)], requests,
+                   self.cdn.flush() if self.cdn is not None else [])
+
+    def _redirecting(self, faults: Faults) -> Faults:
+        """`faults`, plus (with cdn_ttl_s) the Hub's redirect of parquet resolves to the CDN's signed URLs."""
+        if self.cdn is None:
+            return faults
+        return replace(faults, redirect_match=PARQUET_RESOLVES, redirect_to=self.cdn.url, sign_ttl_s=self.cdn_ttl_s)
 
     def _rank(self, out: Path, rank: int, proc: subprocess.Popen) -> Rank:
         stdout = (out / f"rank{rank}.out").read_bytes()
@@ -148,7 +177,7 @@ class Job:
         return path.read_text().splitlines() if path.exists() else []
 
     def close(self) -> None:
-        for server in self.servers:
+        for server in self.servers + ([self.cdn] if self.cdn is not None else []):
             server.stop()
 
     def __enter__(self) -> "Job":

@@ -3,14 +3,17 @@
 Kept in memory for tests and, when a path is given, appended to a JSON-lines file as answers finish:
 
     {"seq": 3, "t": 0.412, "conn": 2, "method": "GET", "path": "/api/datasets/HuggingFaceFW/fineweb-edu/...",
-     "endpoint": "GET /api/datasets/{repo}/revision/{sha}", "range": null, "status": 200, "bytes": 724,
+     "endpoint": "GET /api/datasets/{repo}/revision/{sha}", "kind": "api", "range": null, "status": 200, "bytes": 724,
      "fault": null, "ua": "datasets/5.2.0; hf_hub/2.4.0; python/3.11.7; ...", "auth": false, "ms": 0.9}
 
+`kind` is what the request is to the Hub's quotas: "resolve" (a `/resolve/` file request, which the Hub limits per
+5 minutes), "cdn" (a signed download URL: tests/hubsim/cdn.py), "api" or "other".
 `endpoint` is the path (and query) with repo ids, commit shas and shard numbers replaced by {repo}, {sha}
 and {shard}, so a sequence of endpoints can be compared across builds and runs. `conn` numbers the TCP
-connections the server accepted; `fault` is null, "fail", "drop", "stall", "burst", "hangup", "unanswered" or
-"redirect" (a stalled request is logged on arrival, without status or ms); `auth` whether the request carried an
-Authorization header (never its value); `ms` is the time spent answering, injected delay included.
+connections the server accepted; `fault` is null, "fail", "drop", "stall", "burst", "hangup", "unanswered",
+"redirect" or "refused" (a CDN URL expired or tampered: 403; a stalled request is logged on arrival, without
+status or ms); `auth` whether the request carried an Authorization header (never its value); `ms` is the time
+spent answering, injected delay included.
 
 `seq` is the ARRIVAL order: the handler takes a number (`RequestLog.arrive`) when it has read the request
 line, and the record lands under that number when the answer is done (`RequestLog.add`). A client sees
@@ -42,6 +45,14 @@ def endpoint_template(method: str, path: str, repo_ids: list[str]) -> str:
             path = path[: -len(repo_id)] + "{repo}"
     path = _SHARD.sub("{shard}.parquet", _SHA.sub("{sha}", path))
     return f"{method} {path}"
+
+
+def request_kind(path: str) -> str:
+    """'resolve', 'cdn', 'api' or 'other' (see the module's docstring) of a request for `path`."""
+    path = path.split("?", 1)[0]
+    if path.startswith("/cdn/"):
+        return "cdn"
+    return "api" if path.startswith("/api/") else "resolve" if "/resolve/" in path else "other"
 
 
 class RequestLog:

@@ -4,9 +4,6 @@ offline mode, ranges, and the request count."""
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 import socket
 import sys
 import types
@@ -28,6 +25,7 @@ from fwe_cli.loader.remote.http import (
 from fwe_cli.loader.remote.hub_env import note_request, requests_sent, resolve_url
 from fwe_cli.loader.remote.transient import transient_reason, unreachable_reason
 from fwe_cli.loader.tokenization.hub_fetch import fetch_hub_file
+from tests.helpers import in_forked_child
 from tests.hubsim.repos import DATASET_REPO, MODEL_REPO
 
 CARD = f"/datasets/{DATASET_REPO}/resolve/main/README.md"
@@ -84,19 +82,11 @@ def test_a_forked_child_sends_on_connections_of_its_own(hub_env, hubsim_root):
     writing on one socket would mix their requests); the parent goes on with its own."""
     with request("GET", hub_env.url + CARD) as answer:
         answer.read()
-    child = os.fork()
-    if child == 0:  # the child: exit 0 once its request is answered
-        try:
-            with request("GET", hub_env.url + CARD) as answer:
-                os._exit(0 if answer.read() == _card(hubsim_root) else 1)
-        finally:
-            os._exit(2)
-    with os.fdopen(os.pidfd_open(child)) as exited:  # readable once the child has ended: a bounded wait on it
-        if not select.select([exited], [], [], CHILD_TIMEOUT_S)[0]:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            pytest.fail(f"the forked child sent no answered request within {CHILD_TIMEOUT_S} s")
-    assert os.waitpid(child, 0)[1] == 0
+    def child_request() -> bool:
+        with request("GET", hub_env.url + CARD) as answer:
+            return answer.read() == _card(hubsim_root)
+
+    assert in_forked_child(child_request, CHILD_TIMEOUT_S), "the forked child's request was not answered right"
     with request("GET", hub_env.url + CARD) as answer:
         answer.read()
     conns = [r["conn"] for r in hub_env.requests()]

@@ -235,10 +235,10 @@ class FooterAhead:
         import re
 
         from fwe_cli.loader.hub.ranges import FOOTER_PROBE, REQUEST_TIMEOUT_S
-        from fwe_cli.loader.remote.http import request
+        from fwe_cli.loader.remote.hub_get import get
 
         try:
-            with request("GET", url, {"Range": f"bytes=-{FOOTER_PROBE}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+            with get(url, {"Range": f"bytes=-{FOOTER_PROBE}"}, timeout=REQUEST_TIMEOUT_S) as answer:
                 data = answer.read()
                 span = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", answer.headers.get("content-range", ""))
                 whole = answer.status == 206 and span is not None

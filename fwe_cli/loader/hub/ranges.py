@@ -16,22 +16,21 @@ REQUEST_TIMEOUT_S = 30.0
 
 
 def fetch_range(url: str, start: int, end: int, fail_fast: bool = False) -> bytes:
-    """Bytes [start, end) of `url` (redirects followed, as the Hub sends large files to a CDN; kept-alive connections,
-    fwe_cli/loader/remote/http.py); transient failures retried (a Hub that cannot be reached at all not, with
-    `fail_fast`: the caller has a way out). A server that ignores Range and sends the whole body is sliced."""
-    from fwe_cli.loader.remote.http import request
+    """Bytes [start, end) of the Hub file at resolve URL `url`, read from its CDN URL as the node resolved it
+    (remote.hub_get: one resolve per file and node; kept-alive connections); transient failures retried (a Hub
+    that cannot be reached at all not, with `fail_fast`: the caller has a way out). From a host that ignores Range
+    and sends the whole body, the bytes up to `end` are read and sliced."""
+    from fwe_cli.loader.remote.hub_get import get
 
-    def get() -> bytes:
-        with request("GET", url, {"Range": f"bytes={start}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
-            body = answer.read()
-            if answer.status == 200:
-                body = body[start:end]
+    def read() -> bytes:
+        with get(url, {"Range": f"bytes={start}-{end - 1}"}, timeout=REQUEST_TIMEOUT_S) as answer:
+            body = answer.read(end)[start:] if answer.status == 200 else answer.read()
         if len(body) != end - start:
             raise SourceError(f"{url}: asked for bytes {start}-{end - 1}, got {len(body)} bytes")
         return body
 
     try:
-        return call_with_retries(get, f"reading {url}", fail_fast=fail_fast)
+        return call_with_retries(read, f"reading {url}", fail_fast=fail_fast)
     except SourceError:
         raise
     except Exception as exc:  # the cause stays chained

@@ -15,18 +15,17 @@ Proxies come from the environment as urllib reads them (no_proxy honoured; HTTPS
 uses the system's certificates (or SSL_CERT_FILE / REQUESTS_CA_BUNDLE), and the Hub's token goes to the endpoint's
 host only: never to the host a redirect leads to. With HF_HUB_OFFLINE=1 nothing is sent (OfflineModeIsEnabled).
 
-Errors are the ones fwe_cli/loader/remote/transient.py classifies, urllib3's mapped onto them in one place (`_raise`):
-HttpStatusError for 4xx/5xx (with the status and headers), ConnectError when no connection could be made (refused,
-no address, no answer to the handshake, the proxy or TLS failing), TimeoutError for an answer that does not come,
-ConnectionError for one that is cut, TooManyRedirects for a chain of redirects that does not end. urllib3 is
-imported by the first request (or `prepare`, `preconnect`), not with this module.
+Errors are the ones transient.py classifies, urllib3's mapped onto them in one place (`_raise`): HttpStatusError
+for 4xx/5xx (status and headers), ConnectError when no connection could be made (refused, no address, no handshake,
+the proxy or TLS failing), TimeoutError for an answer that does not come, ConnectionError for one that is cut,
+TooManyRedirects for a chain that does not end. urllib3 is imported by the first request, not with this module.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import NoReturn
+from typing import Callable, NoReturn
 from urllib.parse import urljoin, urlsplit
 
 from fwe_cli.loader.remote.hub_env import endpoint, note_request, offline, token
@@ -199,7 +198,7 @@ def _send(method: str, url: str, headers: dict[str, str], body: bytes | None, ti
 
     manager = _manager(url)
     what = f"{method} {url}"
-    note_request()
+    note_request(url)
     try:
         response = manager.urlopen(method, url, body=body, headers=headers, redirect=False, preload_content=False,
                                    decode_content=False, timeout=Timeout(connect=min(timeout, CONNECT_TIMEOUT_S),
@@ -215,9 +214,10 @@ def _origin(url: str) -> tuple[str, str, int]:
 
 
 def request(method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None,
-            timeout: float = 30.0) -> Answer:
+            timeout: float = 30.0, follow: Callable[[str], bool] = lambda target: True) -> Answer:
     """The answer to `method url`, redirects followed (a HEAD ends at the Hub's own answer, the first carrying
-    X-Repo-Commit, as huggingface_hub's HEAD does); the Hub's x-* headers are kept over a CDN's. HttpStatusError for
+    X-Repo-Commit, as huggingface_hub's HEAD does), except one to a URL `follow` refuses: that 3xx is the answer (its
+    body unread, its `location` made absolute). The Hub's x-* headers are kept over a CDN's. HttpStatusError for
     4xx/5xx, after reading its body so the connection serves again."""
     from fwe_cli import __version__
 
@@ -233,13 +233,13 @@ def request(method: str, url: str, headers: dict[str, str] | None = None, body: 
         answer = _send(method, url, sent, body, timeout)
         location = answer.headers.get("location") if 300 <= answer.status < 400 else None
         if location:
-            if hub_headers is None and "x-repo-commit" in answer.headers:
-                hub_headers = answer.headers
-                if method == "HEAD":
-                    return answer
+            location = answer.headers["location"] = urljoin(url, location)
+            if not follow(location) or (method == "HEAD" and hub_headers is None and "x-repo-commit" in answer.headers):
+                return answer
+            hub_headers = hub_headers or (answer.headers if "x-repo-commit" in answer.headers else None)
             answer.read(ERROR_BODY_BYTES)
             answer.close()
-            url = urljoin(url, location)
+            url = location
             continue
         if hub_headers is not None:
             answer.headers = {**answer.headers, **{k: v for k, v in hub_headers.items() if k.startswith("x-")}}

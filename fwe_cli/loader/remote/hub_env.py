@@ -68,22 +68,67 @@ def fwe_cache_dir() -> str:
     return os.path.join(hub_cache_dir(), "fwe")
 
 
-# -- the request count: a number, not a record per request, so a long run's accounting stays the same size --------
+# -- the request count: numbers, not a record per request, so a long run's accounting stays the same size ---------
+# Requests by kind: the Hub's resolver (`/resolve/`, the file downloads the Hub limits per 5 minutes), the API
+# (listing), and the CDN (a download URL the resolver redirected to, on whichever host). Events beside them:
+# `re_resolves` (a download URL resolved again: expired, or refused) and `range_fallbacks` (reads sent to the Hub's
+# URL because the CDN ignored Range).
+KINDS = ("resolver", "api", "cdn")
+EVENTS = ("re_resolves", "range_fallbacks")
 _sent = 0
+_counts = dict.fromkeys(KINDS + EVENTS, 0)
+MARKS = 256
+_marks: list[tuple[int, dict[str, int]] | None] = [None] * MARKS  # the last readings of requests_sent(), with the
+_next_mark = 0  # counts then (see hub_requests); a ring of fixed size
 _sent_lock = threading.Lock()
 
 
-def note_request() -> None:
-    """Count one HTTP request to the Hub, being sent now."""
+def request_kind(url: str) -> str:
+    """'resolver', 'api' or 'cdn': what a request to `url` is to the Hub's quotas (another host than the endpoint's,
+    or a path of its own that is neither, is a download URL)."""
+    from urllib.parse import urlsplit
+
+    parts, hub = urlsplit(url), urlsplit(endpoint())
+    if (parts.scheme, parts.netloc) != (hub.scheme, hub.netloc):
+        return "cdn"
+    path = parts.path[len(hub.path.rstrip("/")):]
+    return "api" if path.startswith("/api/") else "resolver" if "/resolve/" in path else "cdn"
+
+
+def note_request(url: str | None = None) -> None:
+    """Count one HTTP request to the Hub (or the CDN it sends files to), being sent now to `url` (None: not told)."""
     global _sent
+    kind = request_kind(url) if url else None
     with _sent_lock:
         _sent += 1
+        if kind is not None:
+            _counts[kind] += 1
+
+
+def note_event(name: str) -> None:
+    """Count one of EVENTS."""
+    with _sent_lock:
+        _counts[name] += 1
 
 
 def requests_sent() -> int:
     """How many Hub requests this process has counted so far (fwe's own, and huggingface_hub's once
-    `fwe_cli.measure.hub_requests` counts them). A run's share is the difference of two readings."""
-    return _sent
+    `fwe_cli.measure.hub_requests` counts them). A run's share is the difference of two readings; each reading is
+    also a mark that `hub_requests(since=reading)` counts from."""
+    global _next_mark
+    with _sent_lock:
+        if _marks[_next_mark - 1] is None or _marks[_next_mark - 1][0] != _sent:
+            _marks[_next_mark] = (_sent, dict(_counts))
+            _next_mark = (_next_mark + 1) % MARKS
+        return _sent
+
+
+def hub_requests(since: int | None = None) -> dict[str, int]:
+    """The requests by kind (KINDS) and EVENTS counted so far, or since the reading `since` of requests_sent() (the
+    counts cannot have changed while the total did not; a reading too old to be kept counts from 0)."""
+    with _sent_lock:
+        before = next((mark[1] for mark in _marks if mark is not None and mark[0] == since), {})
+        return {name: count - before.get(name, 0) for name, count in _counts.items()}
 
 
 # -- the cache and the token, without huggingface_hub's HTTP stack -----------------------------------------------
