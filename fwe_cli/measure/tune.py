@@ -37,6 +37,15 @@ DEFAULT_DOC_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_QUEUE_DEPTHS = (1, 2, 4, 8, 16)
 
 
+def _summed(counts) -> dict[str, int] | None:
+    """The trials' Hub requests by kind (hub_env.hub_requests), added up; None when no trial counted any."""
+    total: dict[str, int] = {}
+    for each in counts:
+        for name, count in (each or {}).items():
+            total[name] = total.get(name, 0) + count
+    return total or None
+
+
 def parse_grid(text: str, flag: str, field: str) -> tuple[int, ...]:
     """'16,32,64' -> (16, 32, 64), sorted, each within the limits of the config `field` it sweeps; ConfigError naming
     the flag and the bad entry."""
@@ -241,6 +250,7 @@ def run_tune(base: LoaderConfig, plan: TunePlan, out_dir: str, on_run: Callable[
         "warmup": warmup,
         "settings": ranked,
         "trials": trials,
+        "hub_requests": _summed(trial.get("hub_requests") for trial in trials),
         "plan": plan.to_dict(), "targets": plan.targets,
         "config": base.to_json(), "env": env_snapshot(),
         "test_hooks": {var: os.environ[var] for var in TEST_HOOK_VARS if os.environ.get(var)},

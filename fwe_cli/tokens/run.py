@@ -31,6 +31,7 @@ from fwe_cli.loader.compose.holdout import Holdout
 from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.files.token_shards import dtype_for
+from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import decode, encode
@@ -126,6 +127,7 @@ class _Run:
         self.done_bytes = 0
         self.plan: SpanPlan | None = None
         self.text = None  # the source read (open_text_source), once opened
+        self.requests_from = requests_sent()  # the Hub requests of this run (a tokenizer's download): by kind
 
     def run(self) -> dict:
         layout = self.layout
@@ -277,6 +279,7 @@ class _Run:
                 "holdout": self.holdout_figures(),
                 "encoded_by_backend": encoder.by_backend if encoder else {},
                 "per_document_fallbacks": encoder.fallbacks if encoder else 0,
+                "hub_requests": hub_requests(since=self.requests_from),
                 "fwe_version": fwe_cli.__version__, "manifest": manifest}
 
 

@@ -68,6 +68,7 @@ def test_small_grid_runs_every_trial_in_rounds_and_writes_all_outputs(sweep):
     for trial in summary["trials"]:
         assert trial["error"] is None and os.path.isfile(trial["heartbeat"])
     assert orjson.loads(open(summary["artifact"], "rb").read()) == summary
+    assert summary["hub_requests"] is None  # (local trials: none talked to the Hub)
     assert summary["plan"]["doc_batches"] == [16, 32] and summary["plan"]["repeats"] == 2
     rec = summary["recommendation"]
     env_lines = [line for line in open(summary["env_file"]).read().splitlines() if not line.startswith("#")]
@@ -349,3 +350,12 @@ def test_terminal_heat_map_colours_a_spread_within_noise_alike():
     from fwe_cli.cli.tune_cmd import _legend
 
     assert "red: 10 stall points worse; noise floor 1" in _legend(summary)
+
+
+def test_the_trials_hub_requests_are_added_up_by_kind():
+    """The summary's hub_requests adds each trial's counts by kind (a trial that counted none adds nothing)."""
+    from fwe_cli.measure.tune import _summed
+
+    assert _summed([{"api": 1, "cdn": 2, "resolver": 0}, None, {"api": 3, "resolver": 1}]) == \
+        {"api": 4, "cdn": 2, "resolver": 1}
+    assert _summed([None, None]) is None

@@ -67,14 +67,16 @@ def test_force_replaces_an_output_made_with_another_tokenizer(tmp_path, source, 
 
 
 def test_json_result_artifact_and_verify(tmp_path, source):
-    """--json prints the result object (stdout holds only it), an artifact records it, and --verify re-hashes the
-    shards: OK (exit 0) when intact, FAILED (exit 1) naming a shard whose bytes changed."""
+    """--json prints the result object (stdout holds only it, the Hub requests by kind among it: none for local text
+    and the byte tokenizer), an artifact records it, and --verify re-hashes the shards: OK (exit 0) when intact,
+    FAILED (exit 1) naming a shard whose bytes changed."""
     out = tmp_path / "out"
     done = cli(str(source), "--tokenizer", "byte", "--out", str(out), "--shard-tokens", "20000", "--json",
                tmp=tmp_path)
     assert done.exit_code == 0, done.stderr
     result = orjson.loads(done.stdout)
     assert result["ok"] and result["complete"] and result["tokens"] == manifest_of(out)["totals"]["tokens"]
+    assert {"resolver", "api", "cdn"} <= set(result["hub_requests"]) and not any(result["hub_requests"].values())
     (artifact,) = (tmp_path / "artifacts" / "tokenize").glob("*.json")
     assert orjson.loads(artifact.read_bytes())["tokens"] == result["tokens"]
     assert invoke("tokenize", "--verify", "--out", str(out)).exit_code == 0
