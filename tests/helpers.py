@@ -71,3 +71,22 @@ def read_whole(source, start=None):
 
     for doc in source.stream(StreamOrder(Shard(), 1, None, 1), start, None):
         yield doc, doc.resume
+
+
+def check_resumes_at(config, cuts, ahead: int) -> None:
+    """`config`'s stream stopped after each of `cuts` batches (Q 2, doc batch 3), its state carried as JSON, resumes
+    (Q 9, doc batch 64) with the uninterrupted stream's next `ahead` batches, byte for byte."""
+    import numpy as np
+
+    from fwe_cli.loader import FineWebLoader
+
+    with FineWebLoader(config) as loader:
+        whole = [loader.next_batch().copy() for _ in range(max(cuts) + ahead)]
+    for cut in cuts:
+        with FineWebLoader(config.replace(doc_batch=3, queue_depth=2)) as loader:
+            for _ in range(cut):
+                loader.next_batch()
+            state = orjson.loads(orjson.dumps(loader.state_dict()))
+        with FineWebLoader(config.replace(doc_batch=64, queue_depth=9), state=state) as loader:
+            rest = [loader.next_batch() for _ in range(ahead)]
+        assert all(np.array_equal(a, b) for a, b in zip(whole[cut:cut + ahead], rest, strict=True)), cut
