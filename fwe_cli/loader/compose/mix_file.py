@@ -8,7 +8,8 @@ its `weight` (a share of tokens, or of documents with "by": "documents"), its `s
 default, or 'cycle') and an `id` naming it. A `schedule` (compose.schedule) gives weights that change with the step
 instead, each stage's by the sources' ids (or a list, one for each source):
 
-    {"sources": [{"id": "edu", "name": "sample-10BT"}, {"id": "edu4", "name": "sample-10BT", "where": "int_score >= 4"}],
+    {"sources": [{"id": "edu", "name": "sample-10BT"},
+                 {"id": "edu4", "name": "sample-10BT", "where": "int_score >= 4", "stop": "cycle"}],
      "schedule": [{"until_step": 9000, "weights": {"edu": 1}},
                   {"until_step": 10000, "weights": {"edu": 1, "edu4": 1}, "ramp": "linear"}]}
 

@@ -3,12 +3,12 @@ the loader starts from (`Resumed`).
 
 One reader's state resumes the same reader (its `reader`), under the settings it was saved with (its `matching`:
 tokenizer, batch shape and layout, shuffle, packing, epochs, the source tree node by node): a setting that differs is
-a ConfigError naming it and both values, never a silent empty or repeated run. A node's kind may take a setting that
-only shapes what comes after the saved position (a mixture's schedule past the saved step: Source.saved_settings). The config takes from the state what
-it leaves open (a Hub branch's commit, the tokenizer a state names) and the epoch its stream began at (one notion of
-epoch: a DataLoader pass's, set_epoch's). Every reader's state of a world, in a list, continues those readers in this
-loader's world: they must be one world of one run (each reader once, the same settings and epoch), and this reader
-is dealt its share of what they left when its source opens (state.elastic).
+a ConfigError naming it and both values, never a silent empty or repeated run; a node's kind may take a setting that
+only shapes what comes after the saved position (a mixture's schedule past the saved step: Source.saved_settings).
+The config takes from the state what it leaves open (a Hub branch's commit, the tokenizer a state names) and the
+epoch its stream began at (one notion of epoch: a DataLoader pass's, set_epoch's). Every reader's state of a world,
+in a list, continues those readers in this loader's world: they must be one world of one run (each reader once, the
+same settings and epoch), and this reader is dealt its share of what they left when its source opens (state.elastic).
 """
 
 from __future__ import annotations
