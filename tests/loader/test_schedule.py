@@ -175,8 +175,9 @@ def test_a_stage_ending_past_a_token_directory_that_ends_the_mix_is_refused(tmp_
 
 def test_the_stats_and_heartbeat_say_what_each_stage_planned_and_delivered(tmp_path):
     """After 200 steps of a schedule (a constant stage, a ramp, then held): the stats give each source its id, its
-    planned weight over what was read and each stage's steps, planned and delivered tokens (within a document of
-    each other); each fineweb_mix heartbeat line gives the step, the stage and the weights in force there."""
+    planned weight over what was read and each stage's steps, weights at its start and end, planned and delivered
+    tokens (within a document of each other); each fineweb_mix heartbeat line gives the step, the stage and the
+    weights in force there."""
     path = mix_file(tmp_path, sources=sources(tmp_path), schedule=[
         {"until_step": 50, "weights": {"a": 3, "b": 1}}, {"until_step": 150, "weights": {"b": 1}, "ramp": "linear"}])
     config = resolve_config(env={}, mix=path, heartbeat_dir=str(tmp_path / "beats"), **SHAPE)
@@ -186,6 +187,7 @@ def test_the_stats_and_heartbeat_say_what_each_stage_planned_and_delivered(tmp_p
         stats = loader.stats()["sources"]
     assert [s["id"] for s in stats] == ["a", "b"] and abs(sum(s["weight"] for s in stats) - 1) < 1e-5
     assert [stage["steps"] for stage in stats[0]["stages"]] == [[0, 50], [50, 150], [150, None]]
+    assert [stage["weights"] for stage in stats[1]["stages"]] == [[0.25, 0.25], [0.25, 1.0], [1.0, 1.0]]
     for stage in range(3):
         assert all(abs(s["stages"][stage]["planned"] - s["stages"][stage]["tokens"]) <= 17 for s in stats), stage
     lines = [orjson.loads(line) for line in (tmp_path / "beats" / "heartbeat_rank0.jsonl").read_bytes().splitlines()]

@@ -33,7 +33,7 @@ def in_force(choice: Chooser) -> dict:
 def mix_figures(mixture) -> list[dict]:
     """Each source of `mixture` (compose.mixture.Mixture): {source, weight, documents, tokens}, its `id` when it has
     one, and under a schedule its planned weight over what was read and each stage's {stage, steps [from, to),
-    planned, tokens}."""
+    weights [at its start, at its end], planned, tokens}."""
     o = mixture.spec.options
     n = len(mixture.children)
     counted = o.by == "tokens" or mixture.pretokenized() is not None
@@ -49,8 +49,11 @@ def mix_figures(mixture) -> list[dict]:
     stages = sorted(list(mixture.stage_counts().items()))  # (a copy: the producer's thread adds stages)
     asked = [sum(a[i] for _, (_, a) in stages) for i in range(n)]
     weights = shares_of(asked) if sum(asked) > 0 else choice.weights
+    timeline = choice.timeline
     for i, entry in enumerate(entries):
         entry["weight"] = round(weights[i], DIGITS)
-        entry["stages"] = [{"stage": k + 1, "steps": list(choice.timeline.steps(k)), "planned": round(a[i]),
-                            "tokens": got[i]} for k, (got, a) in stages]
+        entry["stages"] = [{"stage": k + 1, "steps": list(timeline.steps(k)),
+                            "weights": [round(timeline.shares[k - 1 if timeline.ramps[k] else k][i], DIGITS),
+                                        round(timeline.shares[k][i], DIGITS)],
+                            "planned": round(a[i]), "tokens": got[i]} for k, (got, a) in stages]
     return entries
