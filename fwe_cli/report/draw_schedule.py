@@ -27,7 +27,6 @@ def draw_schedule(figure, data: ScheduleShares) -> None:
     axis.set_xlabel("step")
     axis.set_ylabel("share of the tokens")
     axis.grid(True, alpha=0.3)
-    gap = data.largest_gap
-    axis.set_title(f"over {data.over}" + ("" if gap is None else f"; largest gap in a stage {gap * 100:.2f} points"),
-                   fontsize=9)
+    gap = data.gap_text()
+    axis.set_title(f"over {data.over}" + (gap and f"; largest gap in a stage {gap}"), fontsize=9)
     legend_below(figure, axis, columns=2)

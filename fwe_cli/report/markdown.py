@@ -159,8 +159,8 @@ def mix_lines(mix: MixShares) -> list[str]:
 def schedule_lines(schedule: ScheduleShares) -> list[str]:
     """The schedule's table: per stage, the steps it spans, the tokens it gave, and each source's planned share (what
     the weights in force asked over the tokens read in the stage) against the share it delivered."""
-    gap = "" if schedule.largest_gap is None else (f"; the largest gap between a stage's planned and delivered "
-                                                   f"share: {schedule.largest_gap * 100:.2f} points")
+    gap = schedule.gap_text() and f"; the largest gap between a stage's planned and delivered share: " \
+        f"{schedule.gap_text()}"
     lines = [f"**Schedule of {len(schedule.rows)} stages** over {schedule.over}: each source's planned share of a "
              f"stage's tokens → the share it delivered{gap}.", ""]
     return lines + table(["stage", "steps", "tokens"] + list(schedule.sources), [

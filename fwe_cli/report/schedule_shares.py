@@ -47,11 +47,17 @@ class ScheduleShares:
     over: str
 
     @property
-    def largest_gap(self) -> float | None:
-        """The largest distance between a stage's planned and delivered share of a source (None: nothing read)."""
-        gaps = [abs(p - d) for row in self.rows for p, d in zip(row.planned, row.delivered)
+    def largest_gap(self) -> tuple[float, StageRow] | None:
+        """The largest distance between a stage's planned and delivered share of a source, and that stage (a stage of
+        few tokens, such as what was read ahead past the last, strays further); None when nothing was read."""
+        gaps = [(abs(p - d), row) for row in self.rows for p, d in zip(row.planned, row.delivered)
                 if p is not None and d is not None]
-        return max(gaps) if gaps else None
+        return max(gaps, key=lambda gap: gap[0]) if gaps else None
+
+    def gap_text(self) -> str:
+        """The largest gap in words: '0.65 points, in stage 2 (146,726 tokens)'; '' when nothing was read."""
+        gap = self.largest_gap
+        return "" if gap is None else f"{gap[0] * 100:.2f} points, in stage {gap[1].stage} ({gap[1].tokens:,} tokens)"
 
 
 def _shares(values: list) -> tuple:
@@ -64,15 +70,16 @@ def _names(entries: list) -> tuple[str, ...]:
 
 
 def _rows(lists: list[list]) -> list[StageRow]:
-    """Each stage's row, its figures summed over `lists` (each a `sources` list with `stages`)."""
+    """Each stage's row, its figures summed over `lists` (each a `sources` list with `stages`), its steps and weights
+    the last list's (a process resumed with a schedule changed after its step)."""
     stages: dict[int, list] = {}
     for entries in lists:
         n = len(entries)
         for i, entry in enumerate(entries):
             for stage in entry.get("stages") or ():
-                row = stages.setdefault(stage["stage"], [tuple(stage.get("steps") or (0, None)), [0.0] * n,
-                                                         [0.0] * n, [0.0] * n, [0] * n])
+                row = stages.setdefault(stage["stage"], [None, [0.0] * n, [0.0] * n, [0.0] * n, [0] * n])
                 start, end = (stage.get("weights") or (0.0, 0.0))[:2]
+                row[0] = tuple(stage.get("steps") or (0, None))  # (a later list's: a schedule changed since)
                 row[1][i], row[2][i] = float(start), float(end)
                 row[3][i] += float(stage.get("planned") or 0)
                 row[4][i] += whole_count(stage.get("tokens"))

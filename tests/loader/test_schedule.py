@@ -167,7 +167,7 @@ def test_a_stage_ending_past_a_token_directory_that_ends_the_mix_is_refused(tmp_
         with pytest.raises(ConfigError, match="stage #2's \"until_step\" 40 lies past the end of the data"):
             loader.next_batch()
     result = invoke("smoke", "--mix", far, "--seq-len", "16", "--batch", "4", "--artifacts-dir", str(tmp_path / "a"))
-    assert result.exit_code == 2 and "source #1, which ends the mix (first_exhausted) and holds 840" in result.stderr
+    assert result.exit_code == 2 and "960 tokens of 's', which ends the mix (first_exhausted) and holds 840" in result.stderr
     near = mix_file(tmp_path, "near.json", sources=entries,
                     schedule=[{"until_step": 10, "weights": {"b": 1}}, {"until_step": 20, "weights": {"s": 1, "b": 1}}])
     assert len(run(near, 15, tokenizer=None)[0]) == 15

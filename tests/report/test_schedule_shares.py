@@ -42,7 +42,8 @@ def test_a_measures_runs_are_summed_stage_by_stage():
     first, second, held = schedule.rows
     assert (first.planned, first.tokens) == ((0.75, 0.25), 800) and first.delivered == pytest.approx((0.76, 0.24))
     assert second.planned == (0.5, 0.5) and second.delivered == pytest.approx((0.49, 0.51))
-    assert held.delivered == pytest.approx((0.52, 0.48)) and schedule.largest_gap == pytest.approx(0.02)
+    assert held.delivered == pytest.approx((0.52, 0.48)) and schedule.largest_gap == (pytest.approx(0.02), held)
+    assert schedule.gap_text() == "2.00 points, in stage 3 (1,000 tokens)"
     assert schedule.planned == ((0, (0.75, 0.25)), (10, (0.75, 0.25)), (10, (0.75, 0.25)), (30, (0.5, 0.5)),
                                 (30, (0.5, 0.5)), (55, (0.5, 0.5)))  # (1000 tokens at 2 runs x 20 a step: 25)
     assert [span[:2] for span in schedule.delivered] == [(0, 10), (10, 30), (30, 55)]

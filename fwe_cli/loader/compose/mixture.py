@@ -189,7 +189,7 @@ class Mixture(Source):
         timeline = Timeline(o.schedule, clock)
         if start is None:
             if plan is None:
-                check_reach(self.children, o.stops, o.schedule, clock, order.epochs - order.first)
+                check_reach(self.children, o.stops, o.schedule, clock, order.epochs - order.first, o.names(n))
             return Chooser(self.shares, counts, timeline)
         if plan is not None:  # (a state of a mix without a schedule, dealt by a changed world: its steps are lost)
             raise ConfigError(UNSCHEDULED_WORLD)

@@ -175,7 +175,7 @@ class Timeline:
                 for p, q in zip(self.shares[k - 1], self.shares[k])]
 
 
-def first_out_of_data(stages: tuple[Stage, ...], clock: MixClock, held: dict[int, int]) -> str | None:
+def first_out_of_data(stages: tuple[Stage, ...], clock: MixClock, held: dict[int, int], names: list[str]) -> str | None:
     """Where a stage ends past what a source that ends the mix holds (`held`: its tokens, by source number, for
     the sources whose tokens are known): the job's tokens each stage asks of it (its shares, a ramp's their mean)
     summed up to each stage's end, against what it holds; None when every end is reachable."""
@@ -192,20 +192,21 @@ def first_out_of_data(stages: tuple[Stage, ...], clock: MixClock, held: dict[int
             asked[i] += mean[i] * (end - before)
             if asked[i] > held[i]:
                 return (f"stage #{k + 1}'s \"{stage.unit}\" {stage.until} lies past the end of the data: by then the "
-                        f"schedule takes about {asked[i]:,.0f} tokens of source #{i + 1}, which ends the mix "
+                        f"schedule takes about {asked[i]:,.0f} tokens of {names[i]}, which ends the mix "
                         f"(first_exhausted) and holds {held[i]:,}")
         before = end
     return None
 
 
-def check_reach(children: list, stops: tuple, stages: tuple[Stage, ...], clock: MixClock, epochs: int) -> None:
+def check_reach(children: list, stops: tuple, stages: tuple[Stage, ...], clock: MixClock, epochs: int,
+                names: list[str]) -> None:
     """ConfigError when a stage ends past the tokens a source that ends the mix holds in `epochs` epochs, where they
-    are known (a token directory's manifest: `pretokenized()`)."""
+    are known (a token directory's manifest: `pretokenized()`); `names` names the sources."""
     held = {}
     for i, (child, stop) in enumerate(zip(children, stops)):
         shards = child.pretokenized() if stop == "first_exhausted" else None
         if shards is not None:
             held[i] = epochs * sum(int(s.get("tokens") or 0) for s in shards.manifest.get("shards") or ())
-    why = first_out_of_data(stages, clock, held) if held else None
+    why = first_out_of_data(stages, clock, held, names) if held else None
     if why is not None:
         raise ConfigError(f"a mix's schedule: {why}")
