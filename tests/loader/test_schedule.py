@@ -208,3 +208,18 @@ def test_a_scheduled_mix_crosses_to_a_measured_run_as_its_config(tmp_path):
     config = resolve_config(env={}, mix=path, **SHAPE).replace(workers=2)
     again = LoaderConfig.from_json(orjson.loads(orjson.dumps(config.to_json())))
     assert again == config and again.source.options.schedule == (Stage((1, 0), until_step=10), Stage((0, 1)))
+
+
+def test_a_mix_state_saved_before_schedules_and_ids_resumes(tmp_path):
+    """A mix's state whose source tree records no `ids` or `schedule` (saved by an fwe before them) resumes with the
+    uninterrupted run's next batches, the same mix given ids now (names only)."""
+    entries = sources(tmp_path)
+    path = mix_file(tmp_path, sources=[dict(e, weight=w) for e, w in zip(entries, (2, 1))])
+    whole, _ = run(path, 12)
+    _, state = run(path, 5)
+    for node in (state["matching"]["source"],):
+        del node["ids"], node["schedule"]
+    named = mix_file(tmp_path, "named.json", sources=[dict(e, weight=w, id=f"x{i}") for i, (e, w) in
+                                                       enumerate(zip(entries, (2, 1)))])
+    rest, _ = run(named, 7, state=state)
+    assert all(np.array_equal(x, y) for x, y in zip(whole[5:], rest, strict=True))
