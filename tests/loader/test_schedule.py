@@ -223,3 +223,19 @@ def test_a_mix_state_saved_before_schedules_and_ids_resumes(tmp_path):
                                                        enumerate(zip(entries, (2, 1)))])
     rest, _ = run(named, 7, state=state)
     assert all(np.array_equal(x, y) for x, y in zip(whole[5:], rest, strict=True))
+
+
+def test_until_tokens_counts_the_whole_jobs_tokens_across_a_change_of_world(tmp_path):
+    """A stage ending at 5,760 tokens of the job (30 steps of 3 ranks of 4 x 16 tokens): on 3 ranks each rank's
+    batches switch at step 30; 3 ranks saved after 10 steps (1,920 tokens) and resumed on 2 switch at step 40, where
+    2 ranks reach 5,760 (3,840 more at 128 a step), each new rank's batch k being the job's step 10 + k."""
+    path = mix_file(tmp_path, sources=sources(tmp_path),
+                    schedule=[{"until_tokens": 30 * 3 * 64, "weights": {"a": 1}}, {"weights": {"b": 1}}])
+    states = []
+    for rem in range(3):
+        batches, state = run(path, 40, shard_mod=3, shard_rem=rem)
+        assert [b_share(b) for b in batches[:30]] == [0.0] * 30 and [b_share(b) for b in batches[32:]] == [1.0] * 8
+        states.append(run(path, 10, shard_mod=3, shard_rem=rem)[1])
+    for rem in range(2):
+        batches, _ = run(path, 40, state=states, shard_mod=2, shard_rem=rem)
+        assert [b_share(b) for b in batches[:30]] == [0.0] * 30 and [b_share(b) for b in batches[32:]] == [1.0] * 8
