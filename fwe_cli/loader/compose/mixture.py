@@ -97,10 +97,11 @@ class Mixture(Source):
     def check_spec(cls, spec) -> None:
         super().check_spec(spec)
         o, n = spec.options, len(spec.children)
-        weights = n if not o.schedule else 0  # (a schedule's stages give the weights)
-        if len(o.weights) != weights or len(o.stops) != n or len(o.ids) not in (0, n):
-            raise ConfigError(f"a mix of {n} sources needs {weights} weights, {n} stops and {n} ids or none, got "
-                              f"{len(o.weights)}, {len(o.stops)} and {len(o.ids)}")
+        if o.schedule and o.weights:
+            raise ConfigError("a mix with a schedule takes its weights from its stages: give it no weights")
+        if len(o.weights) != (0 if o.schedule else n) or len(o.stops) != n or len(o.ids) not in (0, n):
+            raise ConfigError(f"a mix of {n} sources needs {n} weights (or a schedule), {n} stops and {n} ids or none, "
+                              f"got {len(o.weights)}, {len(o.stops)} and {len(o.ids)}")
         check_schedule(o.schedule, o.names(n))
 
     @classmethod

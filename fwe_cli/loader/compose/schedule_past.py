@@ -31,9 +31,11 @@ def keep_future(saved: dict, now: dict, reached: Position | None, order: StreamO
         old, new = _stages(saved), _stages(now)
     except (ConfigError, TypeError):
         return saved  # (not a schedule this fwe reads: compared as it is)
+    if saved.get("by") != now.get("by"):
+        return saved  # (another `by` is another mix: compared as it is, naming it)
     if isinstance(reached, ScheduledCursor):
         k, clock, step = reached.stage, reached.origin, reached.step
-    elif isinstance(reached, MixtureCursor) and not saved["schedule"] and saved.get("by") == "tokens":
+    elif isinstance(reached, MixtureCursor) and not saved["schedule"]:
         clock = MixClock.begun(order.readers, order.workers, order.batch_tokens, None)
         k, step = 0, clock.step_of(sum(reached.counts))
     else:
@@ -41,7 +43,7 @@ def keep_future(saved: dict, now: dict, reached: Position | None, order: StreamO
                           "schedule, or start without the state")
     why = past_differs(old, new, k, step, clock)
     if why is not None:
-        kind = "" if saved["schedule"] else " (a mix without a schedule: one stage of its weights)"
+        kind = "" if saved["schedule"] else " (a mix without one: a stage of its weights)"
         raise ConfigError(f"resume state had read into step {step:,}, in stage #{k + 1} of its mix's schedule{kind}, "
                           f"and this loader's schedule changes what was read: {why}; a schedule may change after the "
                           "saved step only: resume with the same stages up to it, or start without the state")
@@ -54,12 +56,11 @@ def _stages(node: dict) -> tuple[Stage, ...]:
     return stages or (Stage(tuple(node.get("weights") or ())),)
 
 
-def past_differs(old: tuple[Stage, ...], new: tuple[Stage, ...], k: int, step: int | None,
-                 clock: MixClock | None) -> str | None:
+def past_differs(old: tuple[Stage, ...], new: tuple[Stage, ...], k: int, step: int, clock: MixClock) -> str | None:
     """What of the schedule `new` changes the past of a stream saved under `old` in stage `k` (of `held_after`'s)
-    at job step `step` (None: not known, checked when the stream opens), in words naming the first stage that
-    differs; None when they agree up to there. The stages before `k` must be the same; stage `k` too, but that one
-    of constant weights may end elsewhere while it is still in force at the saved step."""
+    at job step `step` (on `clock`'s steps), in words naming the first stage that differs; None when they agree up
+    to there. The stages before `k` must be the same; stage `k` too, but that one of constant weights may end
+    elsewhere while it is still in force at the saved step."""
     old, new = held_after(old), held_after(new)
     for j in range(k + 1):
         if j >= len(new):
@@ -72,7 +73,7 @@ def past_differs(old: tuple[Stage, ...], new: tuple[Stage, ...], k: int, step: i
         if (j < k or was.ramp) and (was.unit, was.until) != (now.unit, now.until):
             return f"stage #{j + 1} ended at {_end(was)}, now at {_end(now)}"
     end = new[k].until
-    if step is not None and end is not None:
+    if end is not None:
         x = clock.tokens_at(step) if new[k].unit == "until_tokens" else step
         if x >= end:
             return f"stage #{k + 1}'s {new[k].unit} {end} now ends it before step {step:,}, which it read"
