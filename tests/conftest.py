@@ -104,6 +104,8 @@ SLOW = (
     "tests/benchmarks/test_bench_packing.py",
     "tests/benchmarks/test_bench_train_loader.py",
     "tests/report/test_mix_report.py",
+    "tests/loader/test_schedule_delivered.py",
+    "tests/report/test_schedule_shares.py::test_a_scheduled_runs_report_draws_and_tables_each_stage",
     "tests/report/test_row_fill.py",
     "tests/train/test_best_fit_adapters.py",
     "tests/train/test_hf_trainer.py",  # transformers, and fresh processes

@@ -91,3 +91,22 @@ def in_forked_child(check, timeout: float = 120.0) -> bool:
             os.waitpid(child, 0)
             return False
     return os.waitpid(child, 0)[1] == 0
+
+
+def check_resumes_at(config, cuts, ahead: int) -> None:
+    """`config`'s stream stopped after each of `cuts` batches (Q 2, doc batch 3), its state carried as JSON, resumes
+    (Q 9, doc batch 64) with the uninterrupted stream's next `ahead` batches, byte for byte."""
+    import numpy as np
+
+    from fwe_cli.loader import FineWebLoader
+
+    with FineWebLoader(config) as loader:
+        whole = [loader.next_batch().copy() for _ in range(max(cuts) + ahead)]
+    for cut in cuts:
+        with FineWebLoader(config.replace(doc_batch=3, queue_depth=2)) as loader:
+            for _ in range(cut):
+                loader.next_batch()
+            state = orjson.loads(orjson.dumps(loader.state_dict()))
+        with FineWebLoader(config.replace(doc_batch=64, queue_depth=9), state=state) as loader:
+            rest = [loader.next_batch() for _ in range(ahead)]
+        assert all(np.array_equal(a, b) for a, b in zip(whole[cut:cut + ahead], rest, strict=True)), cut

@@ -66,6 +66,9 @@ class LoaderConfig:
     """Write a progress heartbeat every this many documents (NSA_FWE_REPORT_DOCS); 0 turns it off."""
     shard: Shard = field(default_factory=Shard)
     """Which reader this loader is (a rank, or rank x DataLoader worker): its share is dealt unread (sources.deal)."""
+    workers: int = 0
+    """The DataLoader or Grain workers of the rank `shard` is one of (0: none; set by fwe_cli.train's adapters): worker
+    w's i-th batch is its rank's batch i x workers + w, what a mix's schedule reads the job's step by."""
     shard_from: str = "default"
     """Where resolve_config took `shard` from: 'flags' (--shard-mod/--shard-rem), 'torchrun' (RANK/WORLD_SIZE),
     'slurm' (SLURM_PROCID/SLURM_NTASKS) or 'default' (none of them: one shard, or a LoaderConfig built directly)."""

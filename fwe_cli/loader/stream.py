@@ -99,9 +99,9 @@ class DocumentStream:
 
     @property
     def order(self) -> StreamOrder:
-        """This reader's order: `epochs` epochs from the config's `epoch`, its shuffle."""
-        c = self.config
-        return StreamOrder(c.shard, c.epoch + c.epochs, c.shuffle_seed, c.shuffle_window, first=c.epoch)
+        """This reader's order: `epochs` epochs from the config's `epoch`, its shuffle, its batches' tokens and its
+        rank's readers."""
+        return StreamOrder.of(self.config)
 
     def __iter__(self) -> Iterator[Document]:
         source = self._open()

@@ -3,7 +3,8 @@ inside the drawing functions, through matplotlib's object API (no pyplot: no glo
 
 `render(picture)` returns the PNG bytes of a `fwe_cli.report.plan.Picture` at exactly its size_px: timelines, the
 phase waterfall and stage totals are drawn in `draw_runs`, the tune heat map and the regression deltas in
-`draw_grids`, a mix's shares against its weights in `draw_mix`, the rows' fill by packing in `draw_fill`."""
+`draw_grids`, a mix's shares against its weights in `draw_mix` (a schedule's over the steps: `draw_schedule`), the
+rows' fill by packing in `draw_fill`."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from fwe_cli.report.draw_fill import draw_fill
 from fwe_cli.report.draw_grids import draw_deltas, draw_heatmap
 from fwe_cli.report.draw_mix import draw_mix
 from fwe_cli.report.draw_runs import draw_stages, draw_timeline, draw_waterfall
+from fwe_cli.report.draw_schedule import draw_schedule
 from fwe_cli.report.plan import DPI, Picture
 
 INSTALL = "pip install 'fwe[report]'"
 DRAWERS = {"timeline": draw_timeline, "waterfall": draw_waterfall, "stages": draw_stages, "heatmap": draw_heatmap,
-           "deltas": draw_deltas, "mix": draw_mix, "fill": draw_fill}
+           "deltas": draw_deltas, "mix": draw_mix, "fill": draw_fill, "schedule": draw_schedule}
 
 
 def matplotlib_missing() -> str | None:

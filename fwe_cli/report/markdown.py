@@ -9,6 +9,7 @@ from fwe_cli.report.figures import cell_text, format_metric, regression_deltas, 
 from fwe_cli.report.mix_shares import MixShares, share_text
 from fwe_cli.report.plan import Section
 from fwe_cli.report.row_fill import RowFill
+from fwe_cli.report.schedule_shares import ScheduleShares
 from fwe_cli.report.series import Timeline
 
 TITLES = {"measure": "fwe measure", "tune": "fwe tune", "smoke": "fwe smoke", "heartbeats": "training job heartbeats"}
@@ -155,6 +156,19 @@ def mix_lines(mix: MixShares) -> list[str]:
          "—" if s.token_share is None else f"{s.tokens:,}"] for s in mix.sources]) + [""]
 
 
+def schedule_lines(schedule: ScheduleShares) -> list[str]:
+    """The schedule's table: per stage, the steps it spans, the tokens it gave, and each source's planned share (what
+    the weights in force asked over the tokens read in the stage) against the share it delivered."""
+    gap = schedule.gap_text() and f"; the largest gap between a stage's planned and delivered share: " \
+        f"{schedule.gap_text()}"
+    lines = [f"**Schedule of {len(schedule.rows)} stages** over {schedule.over}: each source's planned share of a "
+             f"stage's tokens → the share it delivered{gap}.", ""]
+    return lines + table(["stage", "steps", "tokens"] + list(schedule.sources), [
+        [row.stage, f"{row.steps[0]:,} – {'end' if row.steps[1] is None else f'{row.steps[1]:,}'}", f"{row.tokens:,}"]
+        + [f"{share_text(p)} → {share_text(d)}" for p, d in zip(row.planned, row.delivered)]
+        for row in schedule.rows]) + [""]
+
+
 def fill_lines(fill: RowFill) -> list[str]:
     """The rows' fill: per run (trial, process), its packing, the tokens read and the tokens and documents cropped."""
     return ["**Rows' fill**: of the tokens read, those cropped at a row's end (none with `--pack stream`).", ""] + \
@@ -178,6 +192,8 @@ def render_markdown(sections: list[Section], drawn: set[str], notes: list[str], 
                             "step", "queue fill", "errors"], timeline_rows(section.timelines)) + [""]
         if section.mix is not None:
             lines += mix_lines(section.mix)
+        if section.schedule is not None:
+            lines += schedule_lines(section.schedule)
         if section.fill is not None:
             lines += fill_lines(section.fill)
         for picture in section.pictures:

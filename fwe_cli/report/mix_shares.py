@@ -60,7 +60,7 @@ def share_text(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.2f} %"
 
 
-def _count(value) -> int:
+def whole_count(value) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
@@ -76,8 +76,8 @@ def summed(lists: list, by: str | None, over: str) -> MixShares | None:
             if not isinstance(entry, dict):
                 continue
             row = rows.setdefault((place, str(entry.get("source"))), [entry.get("weight"), 0, 0])
-            row[1] += _count(entry.get("documents"))
-            row[2] += _count(entry.get("tokens"))
+            row[1] += whole_count(entry.get("documents"))
+            row[2] += whole_count(entry.get("tokens"))
     documents, tokens = sum(r[1] for r in rows.values()), sum(r[2] for r in rows.values())
     weight = {key: float(r[0]) if isinstance(r[0], (int, float)) else 0.0 for key, r in rows.items()}
     total_weight = sum(weight.values()) or 1.0  # shares already; again to 1 should lists name other sources
@@ -96,7 +96,7 @@ def mixture_by(source: dict | None) -> str | None:
     return next((by for child in source.get("children") or () if (by := mixture_by(child))), None)
 
 
-def _plural(count: int, one: str, many: str) -> str:
+def plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
@@ -109,7 +109,7 @@ def artifact_mix(kind: str, record: dict) -> MixShares | None:
     runs = [run for run in record.get("runs" if kind == "measure" else "trials") or [] if isinstance(run, dict)]
     lists = [run.get("sources") or (run.get("loader") or {}).get("sources") for run in runs]
     lists = [entries for entries in lists if isinstance(entries, list)]
-    return summed(lists, by, _plural(len(lists), *(("run", "runs") if kind == "measure" else ("trial", "trials"))))
+    return summed(lists, by, plural(len(lists), *(("run", "runs") if kind == "measure" else ("trial", "trials"))))
 
 
 def heartbeat_mix(lines) -> MixShares | None:
@@ -125,4 +125,4 @@ def heartbeat_mix(lines) -> MixShares | None:
     at = "" if not steps else f", step {steps[0]}" if len(steps) == 1 else f", steps {steps[0]} to {steps[-1]}"
     whose = "its" if len(last) == 1 else "each one's"
     return summed([line["sources"] for line in last], by,
-                  _plural(len(last), "process", "processes") + f" as of {whose} last {MIX_EVENT} line{at}")
+                  plural(len(last), "process", "processes") + f" as of {whose} last {MIX_EVENT} line{at}")

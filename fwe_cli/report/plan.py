@@ -3,8 +3,9 @@
 A measure summary: the phase waterfall, each run's timeline, the stage split of the waits, the regression deltas
 when gated. A tune summary: one heat map per tokenizer-thread count. A smoke artifact: the regression deltas, the
 stage split. Heartbeat files: one timeline with every rank (process) overlaid, and the stage split per rank. Any of
-them read from a mix of sources: each source's realized share against its weight (mix_shares); any that counts its
-rows' crops: the share of the tokens read that reached a row, by packing (row_fill).
+them read from a mix of sources: each source's realized share against its weight (mix_shares), and for a schedule
+its planned against its delivered weights over the steps (schedule_shares); any that counts its rows' crops: the
+share of the tokens read that reached a row, by packing (row_fill).
 Files are named `<input number>-<kind>-<what>.png`, so several inputs of one kind never collide."""
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from fwe_cli.report.figures import phase_waterfall, regression_deltas, run_label
 from fwe_cli.report.inputs import Input
 from fwe_cli.report.mix_shares import MixShares, artifact_mix, heartbeat_mix
 from fwe_cli.report.row_fill import RowFill, artifact_fill, heartbeat_fill
+from fwe_cli.report.schedule_shares import ScheduleShares, artifact_schedule, heartbeat_schedule
 from fwe_cli.report.series import StageSplit, Timeline, group_by_process, stage_split, stage_totals, timeline
 
 DPI = 100  # sizes are in pixels; a figure is size / DPI inches
+PLANNED_TITLE = "{} — the schedule's planned and delivered weights over the steps"
 MAX_HEIGHT = 1600
 
 
@@ -36,7 +39,7 @@ class Picture:
     file: str
     """File name inside the output folder."""
     kind: str
-    """waterfall | timeline | stages | heatmap | deltas | mix | fill"""
+    """waterfall | timeline | stages | heatmap | deltas | mix | fill | schedule"""
     title: str
     data: object
     size_px: tuple[int, int]
@@ -45,8 +48,8 @@ class Picture:
 
 @dataclass(frozen=True)
 class Section:
-    """One input's part of the report: the input, its timelines, mix and row fill (for the Markdown's figures), its
-    pictures."""
+    """One input's part of the report: the input, its timelines, mix, schedule and row fill (for the Markdown's
+    figures), its pictures."""
 
     number: int
     input: Input
@@ -54,6 +57,7 @@ class Section:
     pictures: tuple[Picture, ...]
     mix: MixShares | None = None
     fill: RowFill | None = None
+    schedule: ScheduleShares | None = None
 
 
 def _slug(text: str) -> str:
@@ -94,6 +98,10 @@ def _mix_picture(file: str, title: str, mix: MixShares | None) -> list[Picture]:
     return [Picture(file, "mix", title, mix, (1000, _rows_height(230, 75, len(mix.sources))))]
 
 
+def _schedule_picture(file: str, title: str, schedule: ScheduleShares | None) -> list[Picture]:
+    return [] if schedule is None else [Picture(file, "schedule", title, schedule, (1100, 520))]
+
+
 def _fill_picture(file: str, title: str, fill: RowFill | None) -> list[Picture]:
     if fill is None:
         return []
@@ -123,9 +131,11 @@ def _measure(n: int, inp: Input) -> Section:
     pictures += _deltas_picture(f"{n}-measure-regression.png", "fwe measure — regression gate", record)
     mix = artifact_mix("measure", record)
     pictures += _mix_picture(f"{n}-measure-mix.png", "fwe measure — each source's share against its weight", mix)
+    schedule = artifact_schedule("measure", record)
+    pictures += _schedule_picture(f"{n}-measure-schedule.png", PLANNED_TITLE.format("fwe measure"), schedule)
     fill = artifact_fill("measure", record, [run_label(run, i) for i, run in enumerate(record.get("runs") or [])])
     pictures += _fill_picture(f"{n}-measure-fill.png", "fwe measure — tokens read into rows and cropped", fill)
-    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill, schedule)
 
 
 def _tune(n: int, inp: Input) -> Section:
@@ -138,9 +148,11 @@ def _tune(n: int, inp: Input) -> Section:
         pictures.append(Picture(f"{n}-tune-heatmap{suffix}.png", "heatmap", title, heatmap, size))
     mix = artifact_mix("tune", inp.record or {})
     pictures += _mix_picture(f"{n}-tune-mix.png", "fwe tune — each source's share against its weight", mix)
+    schedule = artifact_schedule("tune", inp.record or {})
+    pictures += _schedule_picture(f"{n}-tune-schedule.png", PLANNED_TITLE.format("fwe tune"), schedule)
     fill = artifact_fill("tune", inp.record or {})
     pictures += _fill_picture(f"{n}-tune-fill.png", "fwe tune — tokens read into rows and cropped", fill)
-    return Section(n, inp, (), tuple(pictures), mix, fill)
+    return Section(n, inp, (), tuple(pictures), mix, fill, schedule)
 
 
 def _smoke(n: int, inp: Input) -> Section:
@@ -151,9 +163,11 @@ def _smoke(n: int, inp: Input) -> Section:
                                 [("smoke", by_stage)] if isinstance(by_stage, dict) else [])
     mix = artifact_mix("smoke", record)
     pictures += _mix_picture(f"{n}-smoke-mix.png", "fwe smoke — each source's share against its weight", mix)
+    schedule = artifact_schedule("smoke", record)
+    pictures += _schedule_picture(f"{n}-smoke-schedule.png", PLANNED_TITLE.format("fwe smoke"), schedule)
     fill = artifact_fill("smoke", record)
     pictures += _fill_picture(f"{n}-smoke-fill.png", "fwe smoke — tokens read into rows and cropped", fill)
-    return Section(n, inp, (), tuple(pictures), mix, fill)
+    return Section(n, inp, (), tuple(pictures), mix, fill, schedule)
 
 
 def _heartbeats(n: int, inp: Input) -> Section:
@@ -172,9 +186,11 @@ def _heartbeats(n: int, inp: Input) -> Section:
                                 [(s.label, s.totals) for s in splits if s is not None])
     mix = heartbeat_mix(lines)
     pictures += _mix_picture(f"{n}-heartbeats-mix.png", "training job — each source's share against its weight", mix)
+    schedule = heartbeat_schedule(lines)
+    pictures += _schedule_picture(f"{n}-heartbeats-schedule.png", PLANNED_TITLE.format("training job"), schedule)
     fill = heartbeat_fill(lines)
     pictures += _fill_picture(f"{n}-heartbeats-fill.png", "training job — tokens read into rows and cropped", fill)
-    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill)
+    return Section(n, inp, tuple(timelines), tuple(pictures), mix, fill, schedule)
 
 
 PLANNERS = {"measure": _measure, "tune": _tune, "smoke": _smoke, "heartbeats": _heartbeats}

@@ -64,8 +64,8 @@ class FineWebIterDataset(grain.IterDataset):
         """Grain's in-place slicing (mp_prefetch's worker i of n, on the worker's copy): read that worker's documents.
         `sequential_slice` changes nothing: each worker reads its own stretch of the rank's share either way."""
         del sequential_slice
-        self.config = self.config.replace(shard=worker_shard(self.config.shard, sl))
         self.workers = (sl.step or 1) if (sl.step or 1) > 1 else 0
+        self.config = self.config.replace(shard=worker_shard(self.config.shard, sl), workers=self.workers)
 
     def __iter__(self) -> "FineWebIterator":
         return FineWebIterator(self.config, self.rows, self.workers)

@@ -83,9 +83,9 @@ class FineWebDataset(IterableDataset):
         return worker_reader(self.config.shard, workers, worker), workers
 
     def _pass_config(self, reader: Shard, workers: int, epoch: int) -> LoaderConfig:
-        """The loader config of a pass: its reader, its epoch, tokenizer threads, and no tensors made in a worker (its
-        batches cross as bytes: worker_wire)."""
-        changes: dict[str, Any] = {"shard": reader, "epoch": epoch}
+        """The loader config of a pass: its reader, its epoch, its rank's workers, tokenizer threads, and no tensors
+        made in a worker (its batches cross as bytes: worker_wire)."""
+        changes: dict[str, Any] = {"shard": reader, "epoch": epoch, "workers": workers}
         if workers:
             changes.update(tokenizer_threads=effective_threads(self.config, workers), as_torch=False)
         return self.config.replace(**changes)

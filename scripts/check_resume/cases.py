@@ -1,6 +1,6 @@
-"""A generated resume case: a source tree, a packing, a shuffle, readers, an adapter, where they stop, how their
-states travel, and whether another world resumes them; drawn by hypothesis (`cases()`), printed as the short script
-that runs it again (`Case.script()`).
+"""A generated resume case: a source tree (a mix, maybe with a schedule), a packing, a shuffle, readers, an adapter,
+where they stop, how their states travel, and whether another world resumes them; drawn by hypothesis (`cases()`),
+printed as the short script that runs it again (`Case.script()`).
 
 Every field is a plain value, so a case is its own reproduction: `check(Case(...))` (scripts.check_resume.check).
 """
@@ -38,6 +38,8 @@ class Case:
     """A mix's weights (one per leaf; empty: a single leaf)."""
     stops: tuple[str, ...] = ()
     by: str = "tokens"
+    schedule: tuple = ()
+    """A mix's schedule instead of its weights: stages (until_step or None for the last, a weight per leaf, ramp)."""
     holdout: float | None = None
     where: bool = False
     """Keep the documents with int_score >= 2 (a row filter; the leaves are JSONL or parquet then)."""
@@ -83,6 +85,26 @@ def leaves(draw, where: bool) -> tuple[Leaf, ...]:
 
 
 @st.composite
+def schedules(draw, stops: tuple[str, ...]) -> tuple:
+    """One to three stages ending at steps a case reaches (the last may run to the end), each a weight per source
+    (not all zero), the later ones constant or ramped; the last weighs a source that ends the mix (else it never
+    ends)."""
+    count = draw(st.integers(1, 3))
+    ends = sorted(set(draw(st.lists(st.integers(1, 30), min_size=count, max_size=count))))
+    if draw(st.booleans()):
+        ends[-1] = None
+    stages = []
+    for k, end in enumerate(ends):
+        weights = list(draw(st.sampled_from((0, 1, 2, 3))) for _ in stops)
+        ending = stops.index("first_exhausted")
+        if not any(weights) or (k == len(ends) - 1 and not any(w for w, s in zip(weights, stops)
+                                                                if s == "first_exhausted")):
+            weights[ending] = 1
+        stages.append((end, tuple(weights), k > 0 and end is not None and draw(st.booleans())))
+    return tuple(stages)
+
+
+@st.composite
 def cases(draw, workers: bool = True) -> Case:
     """A resume case; `workers`: whether DataLoader worker processes may be drawn (they cost a process each)."""
     where = draw(st.booleans())
@@ -94,6 +116,8 @@ def cases(draw, workers: bool = True) -> Case:
     stops = tuple(draw(st.sampled_from(("first_exhausted", "cycle"))) for _ in tree) if mixed else ()
     if mixed and all(stop == "cycle" for stop in stops):
         stops = ("first_exhausted",) + stops[1:]  # (a mix of cycled sources only never ends)
+    schedule = draw(schedules(stops)) if mixed and draw(st.booleans()) else ()
+    by = "tokens" if schedule else draw(st.sampled_from(("tokens", "documents")))  # (a schedule counts tokens)
     holdout = draw(st.sampled_from((None, None, 0.3))) if texts else None
     pack = draw(st.sampled_from(PACKINGS))
     adapter = draw(st.sampled_from(ADAPTERS))
@@ -107,7 +131,7 @@ def cases(draw, workers: bool = True) -> Case:
     new_workers = draw(st.sampled_from((0, 0, 1, 2))) if change and worker_count else 0
     samples = adapter != "loader" and draw(st.sampled_from((False, False, True))) and not change
     return Case(
-        leaves=tree, weights=weights, stops=stops, by=draw(st.sampled_from(("tokens", "documents"))),
+        leaves=tree, weights=() if schedule else weights, stops=stops, by=by, schedule=schedule,
         holdout=holdout, where=where, pack=pack, pack_buffer=draw(st.sampled_from((1, 4, 16))),
         seq_len=draw(st.sampled_from((8, 16, 48))), batch_size=draw(st.sampled_from((1, 2, 3))),
         shuffle=draw(st.sampled_from((None, 7))) if not tokens_only or not mixed else None,

@@ -138,10 +138,16 @@ def make_data(case: Case, root: Path) -> Made:
     owner = write_tokenizer(case, tokenizer)
     paths = [_write_leaf(case, number, leaf, root, str(tokenizer)) for number, leaf in enumerate(case.leaves)]
     if case.mixed:
-        entries = [{"weight": w, "local_path": p, "stop": s} for w, p, s in zip(case.weights, paths, case.stops)]
-        mix = root / "mix.json"
-        mix.write_bytes(orjson.dumps({"by": case.by, "sources": entries}))
-        paths.append(str(mix))
+        entries = [{"local_path": p, "stop": s, "id": f"s{n}"} for n, (p, s) in enumerate(zip(paths, case.stops))]
+        mix = {"by": case.by, "sources": entries}
+        if case.schedule:  # (weights by position, a list)
+            mix["schedule"] = [{"weights": list(weights), **({"until_step": end} if end else {}),
+                                **({"ramp": "linear"} if ramp else {})} for end, weights, ramp in case.schedule]
+        else:
+            for entry, weight in zip(entries, case.weights):
+                entry["weight"] = weight
+        (root / "mix.json").write_bytes(orjson.dumps(mix))
+        paths.append(str(root / "mix.json"))
     universe = _universe(case)
     return Made(case, paths, str(tokenizer), owner, [tag for tag, _ in universe],
                 {tag: len(text.split()) for tag, text in universe})

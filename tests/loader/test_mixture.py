@@ -1,5 +1,6 @@
 """A weighted mixture of sources (--mix): the realized token share holds its weight over every window, the batches
-do not depend on Q or doc batch, a state resumes exactly, and every bad mix file is one line and exit 2."""
+do not depend on Q or doc batch, a state resumes exactly, and every bad mix file (a bad schedule too) is one line
+and exit 2."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.files.synthetic import synthetic_record
-from tests.helpers import invoke, write_jsonl
+from tests.helpers import check_resumes_at, invoke, write_jsonl
 from tests.hubsim.repos import CONFIG_NAME, DATASET_REPO
 
 MARK = "\u00e9"  # the local documents' only character: its two UTF-8 bytes tell its tokens from the Hub's ASCII
@@ -74,18 +75,7 @@ def test_a_state_saved_at_any_point_resumes_the_mix_exactly(marked_jsonl, tmp_pa
     path = mix_file(tmp_path, {"weight": 0.5, "source": "synthetic", "seed": 1},
                     {"weight": 0.25, "source": "synthetic", "seed": 2, "stop": "cycle"},
                     {"weight": 0.25, "local_path": str(marked_jsonl), "stop": "cycle"})
-    config = resolve_config(env={}, mix=path, **SHAPE)
-    with FineWebLoader(config) as loader:
-        whole = [loader.next_batch().copy() for _ in range(34)]
-    for at in (1, 4, 9, 17, 30):
-        with FineWebLoader(resolve_config(env={}, mix=path, doc_batch=3, queue_depth=2, **SHAPE)) as loader:
-            for _ in range(at):
-                loader.next_batch()
-            state = orjson.loads(orjson.dumps(loader.state_dict()))
-        with FineWebLoader(resolve_config(env={}, mix=path, doc_batch=64, queue_depth=9, **SHAPE),
-                           state=state) as loader:
-            rest = [loader.next_batch() for _ in range(4)]
-        assert all(np.array_equal(a, b) for a, b in zip(whole[at:at + 4], rest, strict=True)), at
+    check_resumes_at(resolve_config(env={}, mix=path, **SHAPE), (1, 4, 9, 17, 30), 4)
 
 
 def test_a_first_exhausted_source_ends_the_mix_and_a_cycled_one_starts_over(tmp_path):
@@ -104,6 +94,10 @@ def test_a_first_exhausted_source_ends_the_mix_and_a_cycled_one_starts_over(tmp_
         assert loader.stats()["sources"][0]["documents"] > 20
 
 
+NAMED = [{"id": "a", "source": "synthetic", "seed": 1}, {"id": "b", "source": "synthetic", "seed": 2}]
+STAGE = {"until_step": 10, "weights": {"a": 1}}
+
+
 @pytest.mark.parametrize("entries, top, needle", [
     ([{"weight": -1, "source": "synthetic"}], {}, "weight of mix source #1 must be a number >= 0, got -1"),
     ([{"weight": "lots", "source": "synthetic"}], {}, "got 'lots'"),
@@ -115,10 +109,36 @@ def test_a_first_exhausted_source_ends_the_mix_and_a_cycled_one_starts_over(tmp_
     ([{"weight": 1, "source": "synthetic", "stop": "never"}], {}, "'never'"),
     ([{"weight": 1, "source": "synthetic"}], {"by": "bytes"}, "'bytes'"),
     ([{"weight": 1, "source": "synthetic"}], {"shuffle": True}, "unknown key 'shuffle'"),
+    ([{"weight": 1, "source": "synthetic", "id": "x"}, {"weight": 1, "source": "synthetic", "id": "x"}], {},
+     "source #2's \"id\" must be a name no other source has, got 'x'"),
+    # a schedule (compose.schedule): one line naming the stage and the key
+    (NAMED, {"schedule": [STAGE, {"until_step": 5, "weights": {"b": 1}}]},
+     "stage #2's \"until_step\" 5 is not after stage #1's 10: stages go in order"),
+    (NAMED, {"schedule": [{"until_step": 10, "weights": {"a": 0, "b": 0}}]},
+     "stage #1's \"weights\" must sum to a number above 0"),
+    (NAMED, {"schedule": [{"until_step": 10, "weights": {"a": -1, "b": 2}}]},
+     "stage #1's weight of 'a' must be a number >= 0"),
+    (NAMED, {"schedule": [STAGE, {"weights": {"c": 1}}]},
+     "stage #2's \"weights\" name 'c', not a source of the mix (its ids: a, b)"),
+    (NAMED, {"schedule": [dict(STAGE, unitl_step=3)]}, "stage #1 has unknown key 'unitl_step'"),
+    (NAMED, {"schedule": [{"until_step": 10}]}, "stage #1 has no \"weights\""),
+    (NAMED, {"schedule": [STAGE, {"until_tokens": 99, "weights": {"b": 1}}]},
+     "stage #2 ends by \"until_tokens\", stage #1 by"),
+    (NAMED, {"schedule": [{"weights": {"a": 1}}, STAGE]}, "stage #1 has no \"until_step\" or \"until_tokens\""),
+    (NAMED, {"schedule": [dict(STAGE, ramp="linear")]}, "stage #1 has \"ramp\" but no stage before it"),
+    (NAMED, {"schedule": [STAGE, {"until_step": 20, "weights": {"b": 1}, "ramp": "cubic"}]},
+     "stage #2's \"ramp\" must be linear"),
+    (NAMED, {"schedule": [dict(STAGE, until_step=0)]},
+     "stage #1's \"until_step\" must be a whole number above 0, got 0"),
+    (NAMED, {"schedule": [dict(STAGE, until_tokens=5)]}, "stage #1 has both \"until_step\" and \"until_tokens\""),
+    (NAMED, {"schedule": [STAGE], "by": "documents"}, "a mix's \"schedule\" counts tokens"),
+    ([dict(NAMED[0], weight=1), NAMED[1]], {"schedule": [STAGE]},
+     "source #1 has a \"weight\" and the mix a \"schedule\""),
+    (NAMED, {"schedule": "soon"}, "\"schedule\" must be a non-empty list of stages"),
 ])
 def test_a_bad_mix_is_one_line_naming_it_and_exit_2(tmp_path, entries, top, needle):
-    """Each bad mix file: a ConfigError from the config, and `fwe smoke` exits 2 with one line naming what is wrong
-    and the file, writing no artifact."""
+    """Each bad mix file (a bad schedule: naming the stage and the key): a ConfigError from the config, and
+    `fwe smoke` exits 2 with one line naming what is wrong and the file, writing no artifact."""
     path = mix_file(tmp_path, *entries, **top)
     with pytest.raises(ConfigError, match=None) as caught:
         resolve_config(env={}, mix=path)

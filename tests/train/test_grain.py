@@ -138,6 +138,14 @@ def test_worker_slices_compose_with_the_rank_shard_and_odd_slices_are_refused():
         FineWebIterDataset(tiny(as_torch=True))
 
 
+def test_a_sliced_dataset_tells_its_loader_the_workers_of_its_rank():
+    """Grain's worker i of n reads as worker i of n of its rank: its config's shard is that worker's and its workers
+    n (what a mix's schedule reads the rank's step by: worker i's batch k is the rank's k x n + i)."""
+    dataset = FineWebIterDataset(tiny(shard=Shard(3, 2)))
+    dataset.set_slice(slice(1, None, 4))
+    assert (dataset.config.shard, dataset.config.workers) == (Shard(12, 9), 4)
+
+
 def test_fwe_imports_no_grain_unless_asked():
     """Importing fwe's loader and the train package does not import grain (slow, and an optional extra)."""
     code = ("import sys, fwe_cli.loader, fwe_cli.train; from fwe_cli.loader import FineWebLoader; "

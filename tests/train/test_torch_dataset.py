@@ -252,3 +252,25 @@ def test_a_pass_abandoned_for_a_newer_one_does_not_overwrite_where_the_newer_end
     fresh = FineWebDataset(_config(corpus))
     fresh.load_state_dict(dataset.state_dict())
     assert list(fresh) == [] and _same(list(fresh), newer)
+
+
+def test_a_mixs_schedule_steps_by_the_ranks_batches_through_two_workers(tmp_path):
+    """A schedule of all a to step 30, then all b, through a StatefulDataLoader of two workers: the rank's batches
+    (the workers' in turn) switch at the rank's step 30 (each worker's 15th batch; the documents begun before it end
+    in the next ones), not at a worker's 30th: each worker's loader is told the workers of its rank."""
+    from tests.helpers import write_jsonl
+
+    entries = [{"id": letter, "local_path": str(write_jsonl(tmp_path / f"{letter}.jsonl", [
+        {"text": letter * (4 + i % 13)} for i in range(300)])), "stop": "cycle"} for letter in "ab"]
+    mix = tmp_path / "mix.json"
+    mix.write_bytes(orjson.dumps({"sources": entries,
+                                  "schedule": [{"until_step": 30, "weights": {"a": 1}}, {"weights": {"b": 1}}]}))
+    config = resolve_config(env={}, mix=str(mix), tokenizer="byte", seq_len=16, batch_size=4)
+    batches = []
+    for batch in StatefulDataLoader(FineWebDataset(config), batch_size=None, num_workers=2):
+        batches.append(np.asarray(batch))
+        if len(batches) == 60:
+            break
+    has_b = [bool((b == ord("b")).any()) for b in batches]
+    has_a = [bool((b == ord("a")).any()) for b in batches]
+    assert not any(has_b[:30]) and not any(has_a[32:])

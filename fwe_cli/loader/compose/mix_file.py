@@ -4,9 +4,18 @@
                                  {"weight": 0.3, "local_path": "/data/mine.jsonl", "stop": "cycle"}]}
 
 Each entry takes the keys of the single-source flags (`local_path` or `local-path` for --local-path, `where`, ...),
-its `weight` (a share of tokens, or of documents with "by": "documents") and its `stop` ('first_exhausted', the
-default, or 'cycle'). `mixture_spec` turns it into the mixture's SourceSpec, every mistake one ConfigError line
-naming the file and what is wrong; `named_source` is the source the settings name: one source's flags, or a mix.
+its `weight` (a share of tokens, or of documents with "by": "documents"), its `stop` ('first_exhausted', the
+default, or 'cycle') and an `id` naming it. A `schedule` (compose.schedule) gives weights that change with the step
+instead, each stage's by the sources' ids (or a list, one for each source):
+
+    {"sources": [{"id": "edu", "name": "sample-10BT"},
+                 {"id": "edu4", "name": "sample-10BT", "where": "int_score >= 4", "stop": "cycle"}],
+     "schedule": [{"until_step": 9000, "weights": {"edu": 1}},
+                  {"until_step": 10000, "weights": {"edu": 1, "edu4": 1}, "ramp": "linear"}]}
+
+`mixture_spec` turns it into the mixture's SourceSpec, every mistake one ConfigError line naming the file and what
+is wrong (a stage's: the stage and the key); `named_source` is the source the settings name: one source's flags, or
+a mix.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ SOURCE_WORDS = (*SOURCE_FLAGS, "mix")
 """The settings that name the source: one source's flags, or a mix file naming several (--mix)."""
 WHOLE_STREAM = ("where", "holdout", "holdout_split")
 """Source flags that, beside a mix, apply to each of its sources (where the mix file does not set them)."""
-TOP_KEYS = ("by", "sources", "stop")
-ENTRY_KEYS = ("weight", "stop")
+TOP_KEYS = ("by", "schedule", "sources", "stop")
+ENTRY_KEYS = ("id", "weight", "stop")
+STAGE_KEYS = ("until_step", "until_tokens", "weights", "ramp")
 
 
 def named_source(given: dict[str, Any]) -> SourceSpec:
@@ -78,7 +88,8 @@ def mixture_spec(path: str, wrap: Callable[[SourceSpec], SourceSpec] = lambda sp
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{where} has unknown key {unknown[0]!r} (it takes {', '.join(TOP_KEYS)})")
-    children, weights, stops = [], [], []
+    scheduled = "schedule" in data
+    children, weights, stops, ids = [], [], [], []
     for i, entry in enumerate(data["sources"], start=1):
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: source #{i} must be an object, got {entry!r}")
@@ -87,10 +98,17 @@ def mixture_spec(path: str, wrap: Callable[[SourceSpec], SourceSpec] = lambda sp
         if bad:
             raise ConfigError(f"{where}: source #{i} has unknown key {bad[0]!r} (it takes {', '.join(ENTRY_KEYS)} and "
                               f"the source flags: {', '.join(k for k in SOURCE_FLAGS if k != 'tail')})")
-        if "weight" not in keys:
+        if scheduled and "weight" in keys:
+            raise ConfigError(f"{where}: source #{i} has a \"weight\" and the mix a \"schedule\": with a schedule the "
+                              "stages give the weights")
+        if not scheduled and "weight" not in keys:
             raise ConfigError(f"{where}: source #{i} has no \"weight\"")
-        weights.append(keys.pop("weight"))
+        if not scheduled:
+            weights.append(keys.pop("weight"))
         stops.append(keys.pop("stop", data.get("stop", "first_exhausted")))
+        ids.append(keys.pop("id", ""))
+        if not isinstance(ids[-1], str) or (ids[-1] and ids[-1] in ids[:-1]) or ("id" in entry and not ids[-1]):
+            raise ConfigError(f"{where}: source #{i}'s \"id\" must be a name no other source has, got {ids[-1]!r}")
         flags = {**(defaults or {}), **keys}
         try:
             children.append(wrap(_leaf(flags)))
@@ -98,10 +116,42 @@ def mixture_spec(path: str, wrap: Callable[[SourceSpec], SourceSpec] = lambda sp
             raise ConfigError(f"{where}: source #{i}: {exc.naming(lambda field: field)}") from None
         except ConfigError as exc:
             raise ConfigError(f"{where}: source #{i}: {exc}") from None
+    named = ids if any(ids) else []
+    schedule = _schedule(where, data["schedule"], ids) if scheduled else ()
     try:
-        return SourceSpec.of("mixture", *children, by=data.get("by", "tokens"), weights=weights, stops=stops)
+        return SourceSpec.of("mixture", *children, by=data.get("by", "tokens"), weights=weights, stops=stops,
+                             ids=named, schedule=schedule)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _schedule(where: str, schedule: Any, ids: list[str]) -> list[dict]:
+    """A mix file's stages as the spec takes them: keys as field names, weights a list in the sources' order (the
+    sources a stage's object does not name weigh 0); ConfigError naming the stage and the key for what is not."""
+    if not isinstance(schedule, list) or not schedule:
+        raise ConfigError(f"{where}: \"schedule\" must be a non-empty list of stages, got {schedule!r}")
+    stages = []
+    for k, stage in enumerate(schedule, start=1):
+        if not isinstance(stage, dict):
+            raise ConfigError(f"{where}: stage #{k} must be an object, got {stage!r}")
+        keys = {str(key).replace("-", "_"): value for key, value in stage.items()}
+        unknown = sorted(set(keys) - set(STAGE_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: stage #{k} has unknown key {unknown[0]!r} (it takes {', '.join(STAGE_KEYS)})")
+        weights = keys.get("weights")
+        if isinstance(weights, dict):
+            named = [name for name in ids if name]
+            stray = [str(name) for name in weights if name not in named]
+            if stray:
+                known = f"its ids: {', '.join(named)}" if named else "no source has an \"id\""
+                raise ConfigError(f"{where}: stage #{k}'s \"weights\" name {stray[0]!r}, not a source of the mix "
+                                  f"({known})")
+            keys["weights"] = [weights.get(name, 0) if name else 0 for name in ids]
+        elif not isinstance(weights, list):
+            raise ConfigError(f"{where}: stage #{k} has no \"weights\": an object of each source's id and its weight "
+                              "(or a list of one weight for each source)")
+        stages.append(keys)
+    return stages
 
 
 def _leaf(flags: dict[str, Any]) -> SourceSpec:

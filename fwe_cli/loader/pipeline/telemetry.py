@@ -6,9 +6,10 @@ Events: fineweb_loader_ready {dt}, fineweb_loader_error {error}, fineweb_loader_
 fetch_p50_ms, fetch_p95_ms, queue_fill (batches queued when the step asked; null without prefetch), wait_s_by_stage
 (the wait split by what the producer did meanwhile, flow.stages: {"source_read": 0.041, "tokenize": 0.006},
 seconds, adding up to dt_fetch_s; a wait that found a batch queued is all "queue_get", the hand-off itself), and the
-fields a source of several segments adds (Source.on_batch)}, the events such a source emits itself, fineweb_progress
-every report_docs documents {docs, tokens (read), batches, docs_per_s, tokens_per_s, pack, cropped_tokens,
-cropped_documents (cropped at the rows' ends so far)}, and fineweb_hub_retry {what, attempt, reason, wait_s} (step
+fields a source of several segments adds (Source.on_batch)}, the events such a source emits itself (a mix's
+fineweb_mix {by, sources} every 100 batches, with a schedule also {schedule: {step, stage, weights}}: the weights in
+force where the mix reads), fineweb_progress every report_docs documents {docs, tokens (read), batches, docs_per_s,
+tokens_per_s, pack, cropped_tokens, cropped_documents (cropped at the rows' ends so far)}, and fineweb_hub_retry {what, attempt, reason, wait_s} (step
 null) each time a Hub request is retried (transient.py: `what` names the request, `attempt` the failed one, `reason` e.g. "HTTP 429", `wait_s` the jittered
 wait before the next).
 """

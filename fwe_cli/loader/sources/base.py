@@ -106,6 +106,16 @@ class Source:
         return spec.kind
 
     @classmethod
+    def saved_settings(cls, saved: dict, now: dict, reached: Position | None, order: StreamOrder) -> dict:
+        """This node's settings as a resume state saved them (`saved`: its `pinned()` then) as this loader's (`now`)
+        may take them, each then compared (state.check): by default `saved` itself, every setting to match. A kind
+        with settings that may change in a running job returns `saved` with those taken from `now` (a mixture's
+        schedule after the saved step), or raises ConfigError naming what of the past differs: `reached` is the
+        cursor of the furthest document the state's stream had taken (None where not known: below the tree's
+        root), `order` the reader's."""
+        return saved
+
+    @classmethod
     def make_child(cls, spec: SourceSpec, options: ReadOptions) -> "Source":
         """The object reading one of a composite's children (default: whatever the registry opens for it)."""
         return open_source(spec, options)

@@ -62,6 +62,21 @@ class StreamOrder:
     window: int
     first: int = 0
     """The epoch a stream begins at when it starts afresh (a cycled source of a mixture, epoch after epoch)."""
+    batch_tokens: int = 0
+    """Tokens of its stream one of the reader's batches takes (0: not read by a loader): a mixture's schedule reads
+    its steps by them (compose.mix_positions.MixClock)."""
+    workers: int = 1
+    """Readers of each rank (its DataLoader or Grain workers; 1: the rank reads itself): reader rank x workers + w."""
+
+    @classmethod
+    def of(cls, config) -> "StreamOrder":
+        """The order of the reader a loader config (config.LoaderConfig) names: its shard's share of `epochs` epochs
+        from its `epoch`, its shuffle, its batches' tokens (a row's: seq_len, one more with labels on rows that
+        start at documents: rows.packing) and its rank's readers."""
+        c = config
+        row = c.seq_len + 1 if c.labels and c.pack != "stream" else c.seq_len
+        return cls(c.shard, c.epoch + c.epochs, c.shuffle_seed, c.shuffle_window, first=c.epoch,
+                   batch_tokens=c.batch_size * row, workers=max(c.workers, 1))
 
     @property
     def size(self) -> int:

@@ -3,11 +3,12 @@ the loader starts from (`Resumed`).
 
 One reader's state resumes the same reader (its `reader`), under the settings it was saved with (its `matching`:
 tokenizer, batch shape and layout, shuffle, packing, epochs, the source tree node by node): a setting that differs is
-a ConfigError naming it and both values, never a silent empty or repeated run. The config takes from the state what
-it leaves open (a Hub branch's commit, the tokenizer a state names) and the epoch its stream began at (one notion of
-epoch: a DataLoader pass's, set_epoch's). Every reader's state of a world, in a list, continues those readers in this
-loader's world: they must be one world of one run (each reader once, the same settings and epoch), and this reader
-is dealt its share of what they left when its source opens (state.elastic).
+a ConfigError naming it and both values, never a silent empty or repeated run; a node's kind may take a setting that
+only shapes what comes after the saved position (a mixture's schedule past the saved step: Source.saved_settings).
+The config takes from the state what it leaves open (a Hub branch's commit, the tokenizer a state names) and the
+epoch its stream began at (one notion of epoch: a DataLoader pass's, set_epoch's). Every reader's state of a world,
+in a list, continues those readers in this loader's world: they must be one world of one run (each reader once, the
+same settings and epoch), and this reader is dealt its share of what they left when its source opens (state.elastic).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import orjson
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import Position, decode
 from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SourceSpec
-from fwe_cli.loader.state.elastic import OldReader, Pending
+from fwe_cli.loader.state.elastic import InReplay, OldReader, Pending
 from fwe_cli.loader.state.model import DONE, FRESH, State
 from fwe_cli.loader.state.taking import matching
 
@@ -77,12 +79,12 @@ def check_state(state: object, config: LoaderConfig) -> Resumed:
     for key in sorted(set(saved) | set(now)):
         if saved.get(key) != now.get(key):
             raise _differs(key, saved.get(key), now.get(key))
-    _same_tree(saved_source, now_source, "source")
     position = state.position
     if position is not None:
         if not isinstance(position.get("doc"), dict) or not isinstance(position.get("skip"), int):
             raise ConfigError(f"resume state has no usable position ({str(position)[:80]})")
         position = dict(position, doc=decode(position["doc"]))
+    _same_tree(saved_source, now_source, "source", (config.source, _reached(state, position), StreamOrder.of(config)))
     olds = [_old(old) for old in state.olds] if state.olds is not None else None
     return Resumed(config, state, position, state.files, decode(state.plan), olds)
 
@@ -108,10 +110,27 @@ def _adopt(spec: SourceSpec, saved: object) -> SourceSpec:
     return spec
 
 
-def _same_tree(saved: object, now: dict, where: str) -> None:
-    """ConfigError naming the node and setting where the saved source tree differs from this loader's."""
+def _reached(state: State, position: dict | None) -> Position | None:
+    """The cursor of the furthest document a state's stream had taken: the one its last batch ended in (with best-fit
+    rows, the last one read), else the one its position reads from again; as its source's stream holds it."""
+    ended = state.ended
+    try:
+        cursor = decode(ended[0]) if isinstance(ended, list) and ended else position["doc"] if position else None
+    except ConfigError:
+        cursor = position["doc"] if position else None
+    while isinstance(cursor, InReplay):  # (a document read again from an old reader's stream: its cursor there)
+        cursor = cursor.at
+    return cursor
+
+
+def _same_tree(saved: object, now: dict, where: str, node: tuple | None = None) -> None:
+    """ConfigError naming the node and setting where the saved source tree differs from this loader's: `now` is the
+    pinned tree of `node`'s spec, and each node's kind says what of its saved settings must match
+    (Source.saved_settings: the root is given its furthest cursor and order)."""
     if not isinstance(saved, dict):
         raise ConfigError(f"resume state records no source ({saved!r}): give a state `state_dict()` saved")
+    if node is not None and saved.get("kind") == now.get("kind") == node[0].kind:
+        saved = source_class(node[0]).saved_settings(saved, now, node[1], node[2])
     for key in sorted((set(saved) | set(now)) - {"children"}):
         if saved.get(key) != now.get(key):
             raise _differs(key if where == "source" and key == "kind" else f"{where}.{key}", saved.get(key),
@@ -121,7 +140,7 @@ def _same_tree(saved: object, now: dict, where: str) -> None:
         raise ConfigError(f"resume state's {where} has {len(theirs)} child sources, this loader's {len(mine)}: resume "
                           "with the same sources, or start without the state")
     for i, (old, new) in enumerate(zip(theirs, mine)):
-        _same_tree(old, new, f"{where}.children[{i}]")
+        _same_tree(old, new, f"{where}.children[{i}]", (node[0].children[i], None, node[2]) if node else None)
 
 
 def check_states(states: object, config: LoaderConfig) -> Resumed:
