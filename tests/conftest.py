@@ -110,6 +110,7 @@ SLOW = (
     "tests/train/test_torchtitan.py",
     "tests/train/test_worker_ranks.py",
     # single tests
+    "tests/loader/test_object_store_faults.py::test_two_dataloader_workers_each_read_their_share_of_a_bucket",
     "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
     "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
     "tests/bootstrap/test_sources.py::test_hub_positions_resume_exactly",
@@ -178,3 +179,23 @@ def pytest_collection_modifyitems(items):
 # The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py; the opt-in CPU
 # accounting (FWE_TEST_CPU=FILE): tests/cpu_account.py.
 pytest_plugins = ["tests.hubsim.fixtures", "tests.cpu_account"]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server behind the fault layer (tests/s3sim), one per test process."""
+    from tests.s3sim.server import S3Sim
+
+    with S3Sim() as sim:
+        yield sim
+
+
+@pytest.fixture()
+def s3(s3_server, monkeypatch):
+    """The test S3 server with botocore's variables pointing at it for this test, no faults, an empty request log."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    s3_server.faults()
+    s3_server.clear_log()
+    yield s3_server
+    s3_server.faults()

@@ -1,8 +1,6 @@
-"""Loader configuration: one frozen dataclass, and the one place that reads the users' variables.
-
-Precedence is flag > environment variable > default, applied only in `resolve_config`. Every bad value
-raises `ConfigError` with a one-line message naming the setting and the value.
-"""
+"""Loader configuration: one frozen dataclass, and the one place that reads the users' variables. Precedence is flag
+> environment variable > default, applied only in `resolve_config`. Every bad value raises `ConfigError` with a
+one-line message naming the setting and the value."""
 
 from __future__ import annotations
 
@@ -14,12 +12,12 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.compose.mix_file import SOURCE_WORDS, named_source
 from fwe_cli.loader.limits import LIMITS, check_limit
+from fwe_cli.loader.remote.object_store import parse_storage_options
 from fwe_cli.loader.shard import RANK_VARS, Shard, rank_from_env
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
 
-BAD_RECORD_POLICIES = ("skip", "error")
-PACKINGS = ("stream", "greedy", "best-fit")
+BAD_RECORD_POLICIES, PACKINGS = ("skip", "error"), ("stream", "greedy", "best-fit")
 DEFAULT_PACK_BUFFER = 1000  # runbooks/benchmarks.md: best-fit's crop and speed by buffer size
 
 # The users' environment variables -> (config field, parser name). Read nowhere else.
@@ -36,6 +34,7 @@ ENV_VARS: dict[str, str] = {
     "NSA_FWE_MIX": "mix",
     "NSA_FWE_HOLDOUT": "holdout",
     "NSA_FWE_PACK": "pack",
+    "NSA_FWE_STORAGE_OPTIONS": "storage_options",
 }
 
 SHARD_FROM = ("flags", *RANK_VARS, "default")
@@ -126,6 +125,8 @@ class LoaderConfig:
     """Documents per shuffle window (held in memory together)."""
     epochs: int = 1
     """Passes over the data; the stream ends after the last."""
+    storage_options: tuple[str, ...] = ()
+    """KEY=VALUE options of an object store's filesystem (--storage-option; NSA_FWE_STORAGE_OPTIONS: space apart)."""
 
     def __post_init__(self) -> None:
         for name in NUMERIC_FIELDS:
@@ -138,6 +139,8 @@ class LoaderConfig:
             if refusal:
                 raise ConfigError(refusal)
         check_reading_settings(self.bad_records, self.shard)
+        object.__setattr__(self, "storage_options", tuple(self.storage_options))
+        parse_storage_options(self.storage_options)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         for name in ("verify_parts", "labels", "boundaries", "bos"):
@@ -189,7 +192,7 @@ class LoaderConfig:
         """How the source is read (policy, not which documents)."""
         return ReadOptions(strict=self.bad_records == "error", allow_partial=self.allow_partial,
                            verify_parts=self.verify_parts, hub_cache=self.hub_cache, tokenizer=self.tokenizer,
-                           grow=self.grow)
+                           grow=self.grow, storage_options=parse_storage_options(self.storage_options))
 
 
 def check_reading_settings(bad_records: str, shard: Any) -> None:
@@ -219,6 +222,8 @@ def _parse_env(var: str, raw: str, name: str) -> Any:
         return parse_bool(var, raw)
     if isinstance(template, str):  # a word the config checks (naming the variable)
         return raw.strip()
+    if isinstance(template, tuple):  # words: KEY=VALUE pairs
+        return tuple(raw.split())
     try:
         value = int(raw.strip()) if isinstance(template, int) else float(raw.strip())
     except ValueError:  # also an integer of more digits than Python converts (sys.get_int_max_str_digits)
