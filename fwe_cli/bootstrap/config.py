@@ -16,6 +16,7 @@ from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.files.bootstrap_format import Layout
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
@@ -83,11 +84,19 @@ class BootstrapConfig:
                               "give --hub-reader datasets (it filters each row), or bootstrap with --fields all and "
                               "read the bootstrap with --where")
         local_path = read.to_json().get("local_path")
-        if local_path is not None:
+        if local_path is not None and not is_url(local_path):
             src, out = os.path.abspath(local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
                 raise ConfigError(f"--out {self.out} is inside the source --local-path {local_path}: "
                                   "the output would become part of its own input")
+
+
+def staging_for(url: str) -> str:
+    """Where `fwe bootstrap --out URL` stages the bootstrap before uploading it (bootstrap.bucket): a folder of
+    data/fwe_staging (under the current directory) named by the URL, so a re-run finds and resumes it."""
+    import hashlib
+
+    return os.path.join("data", "fwe_staging", hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16])
 
 
 def split_of(spec: SourceSpec) -> tuple[SourceSpec, dict]:
@@ -121,6 +130,8 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         raise ConfigError(f"--file-mb applies to a directory output; {out} is a single .jsonl file")
     values = {k: v for k, v in settings.items() if v is not None and k not in SOURCE_FLAGS}
     spec = {k: v for k, v in settings.items() if v is not None and k in SOURCE_FLAGS}
+    if source is not None and is_url(source):  # --source s3://bucket/prefix: a bucket staged on this disk
+        source, local_path = None, source
     if source is not None:
         spec["source"] = source
     if local_path is not None:

@@ -15,6 +15,7 @@ from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig, split_of
 from fwe_cli.errors import OutputError
 from fwe_cli.loader.files.bootstrap_format import FORMAT, Layout
+from fwe_cli.loader.remote.object_store import local_or_url
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records
@@ -33,7 +34,7 @@ def identity(config: BootstrapConfig, layout: Layout) -> dict:
     args.update(where_from(config))
     args.update(split)  # holdout, holdout_split: absent for a bootstrap of the whole source
     if args.get("local_path") is not None:
-        args["local_path"] = os.path.abspath(args["local_path"])
+        args["local_path"] = local_or_url(args["local_path"])
     return args
 
 
@@ -158,7 +159,7 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
         "config": where.get("name"),
         "split": where.get("split"),
         "revision": stream.revision,
-        "local_path": os.path.abspath(where["local_path"]) if "local_path" in where else None,
+        "local_path": local_or_url(where["local_path"]) if "local_path" in where else None,
         "seed": where.get("seed"),
         "shard": {"mod": config.shard.mod, "rem": config.shard.rem, "by": "file" if by_file else "document",
                   "from": config.shard_origin},

@@ -46,6 +46,10 @@ From the Hub, the parquet files are downloaded (over several connections, sha256
 
   fwe bootstrap --gb 5 --out /data/fwe --tokenize gpt2    (then token shards in /data/fwe/tokens/, as `fwe tokenize`)
 
+  fwe bootstrap --gb 50 --out s3://team-bucket/fineweb-edu    (staged in data/fwe_staging/, then uploaded: parallel multipart uploads, verified, manifest last; a re-run resumes without re-sending finished pieces)
+
+  fwe bootstrap --gb 5 --source s3://team-bucket/fineweb-edu --out /data/fwe    (a bucket staged on this disk)
+
 With --tokenize T, once the text is staged it is tokenized into OUT/tokens/ (OUT.tokens/ beside a single .jsonl): llm.c token shards + manifest, resumable the same way (see `fwe tokenize --help`, runbooks/tokens.md).
 """
 EPILOG = BOOTSTRAP_EXIT_CODES_HELP
@@ -104,7 +108,8 @@ Gb = _opt(float, "--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work
 DEFAULT_OUT = os.path.join("data", "fwe_bootstrap")
 Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file. "
                               f"Default {DEFAULT_OUT} (under the current directory).")
-Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Default hub; --local-path implies local.")
+Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic, or a bucket URL (s3://b/prefix: read as "
+                                                 "--local-path). Default hub; --local-path implies local.")
 LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
 Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
 Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
@@ -188,6 +193,7 @@ def bootstrap(
     if gb is None:
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
                                  param_hint="--gb")
+    bucket, out = _bucket_out(out)
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed, where=where,
                               holdout=holdout, holdout_split=holdout_split,
@@ -201,6 +207,12 @@ def bootstrap(
             from fwe_cli.bootstrap.run import run_bootstrap
 
             result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+        if bucket is not None and result["outcome"] != "interrupted":
+            from fwe_cli.bootstrap.bucket import upload_bootstrap
+
+            console.print(f"uploading {escape(config.out)} to {escape(bucket)}", soft_wrap=True)
+            result["bucket"] = upload_bootstrap(config.out, bucket)
+            result["output"] = bucket
         if tokens_config is not None and result["outcome"] != "interrupted":
             tokens = tokenize_with_progress(tokens_config, stopper)
             result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}
@@ -224,6 +236,19 @@ def bootstrap(
     if result["outcome"] == "interrupted":
         console.print("[yellow]interrupted:[/] resume point saved; re-run the same command to continue")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _bucket_out(out: str) -> tuple[str | None, str]:
+    """(the bucket URL, the local folder it is staged in) for --out s3://..., else (None, out)."""
+    from fwe_cli.bootstrap.config import staging_for
+    from fwe_cli.loader.remote.object_store import is_url
+
+    if not is_url(out):
+        return None, out
+    if out.endswith(".jsonl"):
+        raise typer.BadParameter(f"--out {out}: a bucket holds a directory bootstrap (parts + manifest.json); drop "
+                                 "the .jsonl ending", param_hint="--out")
+    return out, staging_for(out)
 
 
 def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, force: bool):

@@ -112,6 +112,10 @@ class S3Sim:
         self._lock = threading.Lock()
 
     def __enter__(self) -> "S3Sim":
+        import os
+
+        # multipart pieces of any size (S3's 5 MiB floor kept out of the tests' small files); read as moto imports
+        os.environ.setdefault("S3_UPLOAD_PART_MIN_SIZE", "1024")
         from moto.server import ThreadedMotoServer
 
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
