@@ -20,6 +20,8 @@ from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, resolve_config
 from fwe_cli.loader.files.synthetic import synthetic_record
 from tests.loader.delivered import each_document_once
+from tests.loader.test_readers import _config as _one_token_config
+from tests.loader.test_readers import _tokens
 from tests.loader.test_resume import assert_resumes, pull
 
 DOCS = [synthetic_record(5, i) for i in range(240)]
@@ -106,20 +108,6 @@ def _ranges(requests) -> list[tuple[int, int]]:
     return out
 
 
-def _one_token(path, readers=1, reader=0, **kw):
-    return resolve_config(env={}, local_path=str(path), tokenizer="byte", seq_len=1, batch_size=1,
-                          shard_mod=readers, shard_rem=reader, **kw)
-
-
-def _tokens(loader, limit=None) -> list[int]:
-    out = []
-    for batch in loader:
-        out.append(int(np.asarray(batch).reshape(-1)[0]))
-        if len(out) == limit:
-            break
-    return out
-
-
 def test_three_readers_each_fetch_their_share_and_deliver_every_document_once(s3, monkeypatch):
     """3 readers of two JSONL objects: each document once over the three, and each reader's range reads add up to at
     most its third of the bytes and the line in progress at its end (read in steps of TAIL_BYTES, made small here),
@@ -135,7 +123,7 @@ def test_three_readers_each_fetch_their_share_and_deliver_every_document_once(s3
     streams = []
     for reader in range(3):
         s3.clear_log()
-        with FineWebLoader(_one_token(f"s3://{bucket}", 3, reader)) as loader:
+        with FineWebLoader(_one_token_config(f"s3://{bucket}", 3, reader)) as loader:
             streams.append(_tokens(loader))
         fetched = _ranges(s3.requests("GET", r"\.jsonl"))
         assert sum(b - a for a, b in fetched) <= total / 3 + 2 * 32 + 60, fetched
@@ -177,12 +165,12 @@ def test_four_readers_resume_as_three_delivering_every_document_once(s3, shuffle
     kw = {} if shuffle is None else {"shuffle_seed": shuffle, "shuffle_window": 8}
     first, states = [], []
     for rank, limit in enumerate([90, 40, 130, 12]):
-        with FineWebLoader(_one_token(f"s3://{bucket}", 4, rank, **kw)) as loader:
+        with FineWebLoader(_one_token_config(f"s3://{bucket}", 4, rank, **kw)) as loader:
             first.append(_tokens(loader, limit))
             states.append(orjson.loads(orjson.dumps(loader.state_dict())))
     second = []
     for rank in range(3):
-        with FineWebLoader(_one_token(f"s3://{bucket}", 3, rank, **kw), state=states) as loader:
+        with FineWebLoader(_one_token_config(f"s3://{bucket}", 3, rank, **kw), state=states) as loader:
             second.append(_tokens(loader))
     each_document_once(SMALL, first, second)
 
