@@ -76,8 +76,11 @@ class Upload:
             jobs = [job for entry in entries for job in self._jobs(entry)]
             for future in [pool.submit(fn) for fn in jobs]:
                 future.result()
-            for future in [pool.submit(self._finish, entry) for entry in entries]:
+            for future in [pool.submit(self._complete, entry) for entry in entries]:
                 future.result()
+        listed = {obj.url: obj for obj in self.store.find(self.url)}  # one listing verifies every part
+        for entry in entries:
+            self._verify(entry, listed.get(f"{self.url}/{entry['name']}"))
         self.store.write(f"{self.url}/{MANIFEST_NAME}", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         return {"url": self.url, "parts": len(entries), "bytes_sent": self.sent_bytes, "pieces_sent": self.pieces_sent,
                 "object_store": self.store.describe()}
@@ -90,7 +93,7 @@ class Upload:
             return []
         path = os.path.join(self.staging, name)
         if not self._multipart or size <= self.piece:
-            return [lambda: self._put_whole(name, path)]
+            return [] if state.get("put") else [lambda: self._put_whole(name, path)]
         if "upload_id" not in state:
             state["upload_id"] = self._s3("create_multipart_upload", Key=self._key(name))["UploadId"]
             state["pieces"] = {}
@@ -119,6 +122,8 @@ class Upload:
         with self._lock:
             self.sent_bytes += os.path.getsize(path)
             self.pieces_sent += 1
+            self.record["parts"][name]["put"] = True
+        self._save()
 
     def _put_piece(self, name: str, path: str, number: int) -> None:
         with open(path, "rb") as handle:
@@ -133,20 +138,24 @@ class Upload:
             self.pieces_sent += 1
         self._save()
 
-    def _finish(self, entry: dict) -> None:
-        """Complete the part's multipart upload, then check the object: its size and ETag are those of the bytes
-        staged (OutputError naming it otherwise), and record it verified."""
+    def _complete(self, entry: dict) -> None:
+        """Complete the part's multipart upload (none for a part put whole or verified already)."""
+        name = entry["name"]
+        state = self.record["parts"][name]
+        if "upload_id" in state and state.get("verified") != entry.get("sha256"):
+            pieces = [{"PartNumber": int(n), "ETag": etag} for n, etag in sorted(state["pieces"].items(),
+                                                                              key=lambda item: int(item[0]))]
+            self._s3("complete_multipart_upload", Key=self._key(name), UploadId=state["upload_id"],
+                     MultipartUpload={"Parts": pieces})
+
+    def _verify(self, entry: dict, found) -> None:
+        """The object's size and ETag are those of the bytes staged (OutputError naming it otherwise): record it
+        verified."""
         name, size = entry["name"], entry["bytes"]
         state = self.record["parts"][name]
         if state.get("verified") == entry.get("sha256"):
             return
         path = os.path.join(self.staging, name)
-        if "upload_id" in state:
-            pieces = [{"PartNumber": int(n), "ETag": etag} for n, etag in sorted(state["pieces"].items(),
-                                                                              key=lambda item: int(item[0]))]
-            self._s3("complete_multipart_upload", Key=self._key(name), UploadId=state["upload_id"],
-                     MultipartUpload={"Parts": pieces})
-        found = self.store.info(f"{self.url}/{name}")
         expected = _md5_etag(path, size, self.piece) if self._multipart else None
         got = (found.version or "").strip('"') if found else None
         if found is None or found.size != size or (expected is not None and got != expected):

@@ -97,6 +97,8 @@ class Store:
         """Retries made, by reason ("HTTP 503", "ClientPayloadError", ...)."""
         self.requests = 0
         """Calls made (each attempt once)."""
+        self.bytes_read = 0
+        """Bytes of objects read (range reads)."""
         self._lock = threading.Lock()
         self._fs = None
         self._pid = None
@@ -188,6 +190,8 @@ class Store:
                 data = self.fs.cat_file(obj.url, start=start, end=end)
             if len(data) != end - start:
                 raise TransientStoreError(f"ShortBody ({len(data)} of {end - start} bytes)")
+            with self._lock:
+                self.bytes_read += len(data)
             return data
 
         return self.call(get, "read", obj.url)
@@ -200,7 +204,8 @@ class Store:
         self.call(lambda: self.fs.rm_file(url), "delete", url)
 
     def describe(self) -> dict:
-        return {"protocol": self.protocol, "requests": self.requests, "retries": sum(self.retried.values()),
+        return {"protocol": self.protocol, "requests": self.requests, "bytes_read": self.bytes_read,
+                "retries": sum(self.retried.values()),
                 "retried": dict(self.retried)}
 
 
