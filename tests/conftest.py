@@ -157,6 +157,9 @@ SLOW = (
     "tests/train/test_grain.py::test_the_runbooks_grain_section_runs_as_written",
     "tests/train/test_grain.py::test_two_mp_prefetch_workers_resume_from_get_state_in_a_fresh_process",
     "tests/loader/test_mixture.py::test_a_token_mix_holds_its_share_over_every_window_of_1000_batches",
+    "tests/loader/test_check_resume.py::test_generated_cases_resume_exactly_with_worker_processes",
+    "tests/train/test_torchdata_pattern.py",
+    "tests/train/test_resume_defects.py::test_2_a_checkpoint_with_an_ended_worker_changes_world",
 )
 
 

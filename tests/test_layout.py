@@ -26,9 +26,10 @@ HEAVY = ("datasets", "pyarrow", "torch", "tokenizers")
 # The loader's parts (a folder is one part, a module at its top another), from the bottom up: a part imports only
 # the parts below it, type-only imports included. Plumbing (thread tools, the far side, rows), tokenizers, what
 # every source shares, the wings of sources (files, the Hub, sources made of sources), the config that names them,
-# a reader's documents, resume, the producer, the public iterator.
+# the state (what a reader saved, how a world continues another), a reader's documents, the producer, the public
+# iterator.
 LOADER_PARTS = ("documents", "limits", "flow", "remote", "rows", "shard", "tokenization", "sources", "files", "hub",
-                "compose", "config", "stream", "state", "pipeline", "fineweb_loader", "__init__")
+                "compose", "config", "state", "stream", "pipeline", "fineweb_loader", "__init__")
 MAX_LOADER_PARTS = 20
 MAX_SOURCES_MODULES = 14
 

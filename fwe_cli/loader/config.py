@@ -125,6 +125,8 @@ class LoaderConfig:
     """Documents per shuffle window (held in memory together)."""
     epochs: int = 1
     """Passes over the data; the stream ends after the last."""
+    epoch: int = 0
+    """The epoch the stream begins at (a DataLoader pass's: set_epoch); a resume takes its state's."""
     storage_options: tuple[str, ...] = ()
     """KEY=VALUE options of an object store's filesystem (--storage-option; NSA_FWE_STORAGE_OPTIONS: space apart)."""
 

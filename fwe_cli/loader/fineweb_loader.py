@@ -5,7 +5,7 @@
         for batch in loader:            # np.int32 [batch_size, seq_len] (torch tensor with as_torch)
             ...
         stats = loader.stats()
-        state = loader.state_dict()     # resume: FineWebLoader(config, state=state) (see fwe_cli.loader.state.resume)
+        state = loader.state_dict()     # resume: FineWebLoader(config, state=state) (see fwe_cli.loader.state)
 """
 
 from __future__ import annotations
@@ -26,19 +26,14 @@ from fwe_cli.loader.pipeline.telemetry import Heartbeat
 from fwe_cli.loader.remote import job_ranks
 from fwe_cli.loader.remote.transient import RetryScope, scoped
 from fwe_cli.loader.sources.spec import SourceSpec
-from fwe_cli.loader.state.resume import Resumed, build_state, check_states
+from fwe_cli.loader.state.check import Resumed, check_states
+from fwe_cli.loader.state.model import State
+from fwe_cli.loader.state.taking import Taker
 from fwe_cli.loader.tokenization.names import described
 
 # A fallback waits at most this long for the failed producer before the synthetic one starts: a caller's time
 # limit for the first batch with synthetic_on_fail is its timeout, this, and the timeout again.
 FALLBACK_JOIN_S = 1.0
-
-
-def join_ranks(config: LoaderConfig) -> None:
-    """Under torch.distributed, make fwe's group of the job's ranks (remote.job_ranks) on the caller's thread when the
-    config lists the Hub's files (any node of its tree): rank 0 then resolves the listing for every rank."""
-    if config.source.lists_hub_files():
-        job_ranks.join_ranks(config.loader_timeout)
 
 
 class FineWebLoader:
@@ -48,8 +43,7 @@ class FineWebLoader:
         if config.as_torch and importlib.util.find_spec("torch") is None:  # imported later, beside the source
             raise ConfigError("as_torch needs torch installed: pip install 'fwe[torch]'")
         resumed = check_states(state, config) if state is not None else Resumed(config)
-        config = resumed.config
-        self.config = config
+        config = self.config = resumed.config
         self.heartbeat = Heartbeat(config.heartbeat_dir, config.rank)
         self.created = time.perf_counter()
         self.first_batch_s: float | None = None
@@ -59,36 +53,39 @@ class FineWebLoader:
         self.waits = WaitBook()  # each wait's split by producer stage and the queue fill it found (flow.stages)
         self._steps = 0
         self._closed = False
-        self._position = resumed.position  # of the last batch the consumer received (its state)
         self._returns_by: float | None = None  # while a wait is in progress: the latest moment it returns (returns_by)
         # this loader's Hub retries (on any of its threads, which start in its scope) go to its heartbeat and end
         # within its timeout (the observer holds the heartbeat, not self: an unclosed loader is still collected)
         heartbeat = self.heartbeat
         self._retries = RetryScope(lambda event: heartbeat.emit("fineweb_hub_retry", **event),
                                    budget_s=config.loader_timeout)
-        join_ranks(config)
+        if config.source.lists_hub_files():  # under torch.distributed, rank 0 lists the Hub for every rank
+            job_ranks.join_ranks(config.loader_timeout)
         self._start(resumed)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _start(self, resumed: Resumed) -> None:
         config = resumed.config
+        self._position = resumed.position  # of the last batch the consumer received (its state)
         self._taken = 0  # batches this pipeline handed over (its second one opens the source's read-ahead)
+        self._done = resumed.done  # its stream ended (a state of one that was done resumes ended)
+        self._taker = Taker(config, resumed.state)
         with scoped(self._retries):  # the producer thread starts in this loader's retry scope, and so its own threads
             self.pipeline = Pipeline(config, on_progress=self._progress, start=resumed.position,
                                      expect_files=resumed.files, plan=resumed.plan, olds=resumed.olds)
+            producing = config.prefetch and not self._done
             self._prefetcher = ThreadPrefetcher(lambda: iter(self.pipeline), config.queue_depth,
-                                                clock=self.pipeline.clock) if config.prefetch else None
-        self._inline: Iterator | None = None if config.prefetch else iter(self.pipeline)
+                                                clock=self.pipeline.clock) if producing else None
+        self._inline: Iterator | None = None if producing else (b for b in ()) if self._done else iter(self.pipeline)
 
     def _progress(self, info: dict) -> None:
         self.heartbeat.emit("fineweb_progress", step=self._steps, **info)
 
     def close(self, join_timeout: float = 1.0, abandon_encodes: bool = False) -> None:
         """Stop the producer and join its thread, then the source's writes for the next start (the first batches
-        kept), the two waiting at most `join_timeout` in all, then the tokenizer threads once their encode in flight
-        is done, unless `abandon_encodes` (a process about to end need not wait for batches it will never take). Safe
-        to call twice. A producer blocked inside a hung source read cannot be interrupted: it is a daemon thread,
-        reported by `producer_alive`, and does not keep the process from exiting."""
+        kept), the two within `join_timeout`, then the tokenizer threads once their encode in flight is done, unless
+        `abandon_encodes`. Safe to call twice. A producer blocked inside a hung source read cannot be interrupted: a
+        daemon thread, it is reported by `producer_alive` and does not keep the process from exiting."""
         if self._closed:
             return
         self._closed = True
@@ -152,15 +149,13 @@ class FineWebLoader:
     def _fetch(self, timeout: float, limit: str | None = None):
         """The next (batch, position) within `timeout` seconds; EndOfData after the last. `limit`: how the
         LoaderTimeout message states the limit (default: `timeout` itself)."""
-        if self._prefetcher is None:
-            try:
+        try:
+            if self._prefetcher is None:
                 with scoped(self._retries):  # the producer runs on this thread
                     return next(self._inline)  # type: ignore[arg-type]
-            except StopIteration:
-                raise EndOfData("the loader's data ended (its last epoch)") from None
-        try:
             return self._prefetcher.get(timeout)
         except StopIteration:
+            self._done = True
             raise EndOfData("the loader's data ended (its last epoch)") from None
         except TimeoutError:
             which = "first batch" if self._steps == 0 else f"batch {self._steps + 1}"
@@ -181,10 +176,8 @@ class FineWebLoader:
 
     @property
     def returns_by(self) -> float | None:
-        """While `next_batch` (or `warmup`) waits: the latest time.perf_counter() moment it returns by, room for a
-        synthetic fallback and the fallback's own first batch included; None between calls. A watchdog that can
-        only end the process (a read blocking the calling thread cannot be interrupted) reads it to fire only once
-        the loader's own limits have passed."""
+        """While `next_batch` (or `warmup`) waits: the latest time.perf_counter() moment it returns by (a synthetic
+        fallback included); None between calls. A watchdog that can only end the process fires only after it."""
         return self._returns_by
 
     def next_batch(self, timeout: float | None = None, deadline: float | None = None):
@@ -259,11 +252,15 @@ class FineWebLoader:
         return self._fetch(limit)
 
     # -- resume ------------------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Where this loader is: a JSON-able dict from which `FineWebLoader(config, state=...)` (or
-        `load_state_dict`) continues right after the last batch this loader returned."""
+    def state(self) -> State:
+        """Where this loader is (state.model.State): fresh, after the last batch it returned, or done."""
         p = self.pipeline
-        return build_state(p.config, p.documents, self._position, self._steps, p.recent.ended(self._position))
+        return self._taker.take(p.documents, p.recent, self._position, self._steps, self._done)
+
+    def state_dict(self) -> dict:
+        """Where this loader is, as JSON (`state()`'s): `FineWebLoader(config, state=...)` (or `load_state_dict`)
+        continues right after the last batch this loader returned (ends at once after its last)."""
+        return self.state().to_json()
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (a `state_dict()`), as `FineWebLoader(config, state=state)` would: the producer
@@ -274,7 +271,7 @@ class FineWebLoader:
             raise LoaderError("load_state_dict on a closed loader: make a new FineWebLoader(config, state=state)")
         resumed = check_states(state, self.config)
         self._stop_producer(FALLBACK_JOIN_S)
-        self.config, self._position = resumed.config, resumed.position
+        self.config = resumed.config
         self._steps, self.first_batch_s, self.warmup_report = 0, None, None
         self.created = time.perf_counter()
         self._start(resumed)

@@ -57,6 +57,7 @@ LIMITS: dict[str, Limit] = {
     "shuffle_seed": Limit(-(1 << 63), (1 << 63) - 1),
     "shuffle_window": Limit(1, 1_000_000),
     "epochs": Limit(1, 1_000_000),
+    "epoch": Limit(0, 1_000_000),
     "pack_buffer": Limit(1, 1_000_000),
     "warmup_timeout": _TIMEOUT,
     "loader_timeout": _TIMEOUT,

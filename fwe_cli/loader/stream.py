@@ -16,6 +16,7 @@ from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.fingerprint import check_tree, tree_summary
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.registry import open_source
+from fwe_cli.loader.state.elastic import InReplay, deal, documents
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,10 +49,10 @@ class DocumentStream:
         self._mark = mark
         self._bad = bad
         self.plan = plan
-        """What a changed world dealt this reader (Source.plan_for); None: its fresh share."""
+        """What a changed world dealt this reader (state.elastic.deal); None: its fresh share."""
         self.olds = olds
-        """Until the source opens: the old readers (plan, frontier) a changed world continues, from which `plan` is
-        dealt (it needs the source's units)."""
+        """Until the source opens: the old readers (state.elastic.OldReader) a changed world continues, from which
+        `plan` is dealt (it needs the source's units)."""
         self._source: Source | None = None
         self._creating = threading.Lock()
         self._identity: tuple[dict, dict] | None = None
@@ -97,12 +98,13 @@ class DocumentStream:
 
     @property
     def order(self) -> StreamOrder:
+        """This reader's order: `epochs` epochs from the config's `epoch`, its shuffle."""
         c = self.config
-        return StreamOrder(c.shard, c.epochs, c.shuffle_seed, c.shuffle_window)
+        return StreamOrder(c.shard, c.epoch + c.epochs, c.shuffle_seed, c.shuffle_window, first=c.epoch)
 
     def __iter__(self) -> Iterator[Document]:
         source = self._open()
-        for doc in source.stream(self.order, self.start, self.plan):
+        for doc in documents(source, self.order, self.start, self.plan):
             self._mark("first_document")
             yield doc
 
@@ -120,10 +122,13 @@ class DocumentStream:
         if self.expect is not None:
             check_tree(source, self.expect)
             self.expect = None
-        if self.start is not None:
-            source.check_resume(self.start)
+        start = self.start
+        while isinstance(start, InReplay):  # a document read again from an old reader's stream: its cursor there
+            start = start.at
+        if start is not None:
+            source.check_resume(start)
         if self.olds is not None:
-            self.plan, self.olds = source.plan_for(self.olds, self.config.shard), None
+            self.plan, self.olds = deal(source, self.olds, self.order), None
         self._opened = True
         return source
 

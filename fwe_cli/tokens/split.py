@@ -164,7 +164,7 @@ class SpanPlan:
         """What reads span `span`'s files whole, in order: the stretch of the source's unshuffled line they make
         (a unit a file, its extent its bytes: fwe tokenize takes no row filter)."""
         lo, hi = self.spans[span]
-        return Share(0, (Span(self._bytes(0, lo), self._bytes(0, hi)),))
+        return Share(0, ((Span(self._bytes(0, lo), self._bytes(0, hi)),),))
 
     def done_bytes(self, span: int, resume=None) -> int:
         """This task's source bytes before a document of `span` (its `resume`, a cursor; None: the span's start).

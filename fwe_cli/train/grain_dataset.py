@@ -8,9 +8,9 @@ also under `mp_prefetch` worker processes.
 fwe deals its readers their data, not elements: `mp_prefetch` hands worker i of n the slice (i, None, n) and this
 dataset makes that worker reader rank·n + i of world·n (train.state.worker_reader: a rank's workers read adjacent
 stretches of its share), so every worker tokenizes and packs its own documents and none is read twice. An iterator's
-state is a train.state.ReaderState as JSON text (its shape and types never change): the loader's state after the
-last batch handed out whole and the rows of the next one handed out since (train.state.Rows), taken with each element
-as Grain asks (a loader state costs about 15 us). The loader starts on the first element, so states taken before it
+state is the loader's (fwe_cli.loader.state.model.State) as JSON text (its shape and types never change): after the
+last batch handed out whole, with the rows of the next one handed out since (train.state.Rows), taken with each
+element as Grain asks. The loader starts on the first element, so states taken before it
 (Grain takes one in the main process for every worker) read nothing. Batches are numpy arrays (or dicts of them),
 which Grain moves between processes through shared memory.
 """
@@ -24,7 +24,8 @@ import grain
 from fwe_cli.errors import ConfigError, EndOfData
 from fwe_cli.loader import FineWebLoader, LoaderConfig
 from fwe_cli.loader.shard import Shard
-from fwe_cli.train.state import ReaderState, Rows, worker_reader
+from fwe_cli.loader.state.model import State
+from fwe_cli.train.state import Rows, started, worker_reader
 
 
 def worker_shard(shard: Shard, sl: slice) -> Shard:
@@ -82,7 +83,7 @@ class FineWebIterator(grain.DatasetIterator):
     def __init__(self, config: LoaderConfig, rows: bool = False, workers: int = 0):
         super().__init__()
         self._config = config
-        self._start = ReaderState(config.shard, workers, samples=rows)  # where the next loader starts
+        self._start = State(config.shard, workers=workers, samples=rows)  # where the next loader starts
         self._loader: FineWebLoader | None = None
         self._feed: Rows | None = None
         self._elements: Any = None
@@ -91,9 +92,9 @@ class FineWebIterator(grain.DatasetIterator):
         self._assert_not_closed()
         if self._loader is None:
             start = self._start
-            self._loader = FineWebLoader(self._config, state=start.loader)
+            self._loader = FineWebLoader(*started(self._config, start))
             split = _rows if start.samples else (lambda batch: [batch])
-            self._feed = Rows(self._loader, split, start.loader, start.rows)
+            self._feed = Rows(self._loader, split, start.rows)
             self._elements = iter(self._feed)
         try:
             return next(self._elements)
@@ -101,18 +102,18 @@ class FineWebIterator(grain.DatasetIterator):
             raise StopIteration from None
 
     def get_state(self) -> dict[str, Any]:
-        """{"fwe": a train.state.ReaderState as JSON text}."""
+        """{"fwe": the loader's State as JSON text, with this worker layout, rows handed out and mode}."""
         if self._feed is None:
-            return self._start.state()
+            return self._start.envelope()
         loader, rows = self._feed.state()
-        return ReaderState(self._start.reader, self._start.workers, 0, loader, rows, self._start.samples).state()
+        return loader.placed(self._start.workers, rows, self._start.samples).envelope()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from `state` (a `get_state()`, from any process): the loader restarts on the next element.
         ConfigError when it was saved by another worker layout or mode (naming both), or under other settings
         (naming the setting, on that element: fwe's resume checks)."""
-        saved = ReaderState.parse(state, "FineWebIterator")
-        saved.check(self._start.reader, self._start.workers, self._start.samples, _where)
+        saved = State.from_envelope(state, "FineWebIterator")
+        saved.check_place(self._start.reader, self._start.workers, self._start.samples, _where)
         self._close_loader()
         self._start = saved
 

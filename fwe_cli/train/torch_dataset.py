@@ -10,12 +10,13 @@ state torchdata's `StatefulDataLoader` saves and restores in each worker.
 Worker w of n on the rank the config names is reader rank·n + w (train.state): each reads only its own stretch of
 the data, the rank's workers together the rank's. With `samples=True` the rows come one at a time as HF causal-LM
 models take them ({"input_ids", "labels"} = the same int64 row: the model shifts the labels itself; "position_ids"
-too when the batch carries `positions`). A worker's state is its `ReaderState`, resumed by the worker of the same
-place; a state of another world size or num_workers is refused naming both, and every reader's state of another
-world is dealt anew with `load_world`. `set_epoch(e)` reaches the workers, persistent ones included (a shared
-value): the passes after it shuffle as pass e, a pass resumed in its middle keeping its own. Each pass begins at
-once (its state is its start before its first batch); one that ends leaves the next to start afresh (at the epoch
-set_epoch names), one that fails leaves its last batch's state. Tokenizer
+too when the batch carries `positions`). A worker's state is the loader's (state.model.State, with its workers,
+rows and mode), resumed by the worker of the same place; a state of another world size or num_workers is refused
+naming both, and every reader's state of another world is dealt anew with `load_world`. A pass is the loader's
+epoch: `set_epoch(e)` reaches the workers, persistent ones included (a shared value), and the passes after it read
+epoch e (its shuffle's order); a pass resumed in its middle keeps its own. Each pass begins at once (its state is its
+start before its first batch); one that ends leaves its state done (a worker restored from it ends at once, as
+torchdata expects) until a pass of another epoch begins; one that fails leaves its last batch's state. Tokenizer
 threads: unless the config sets them, the loader's budget (its cap, its node's share of cores) split among the
 workers; the tokenizer is loaded (its fast backend proven) once, by the constructor, for the workers forked later
 to inherit. Tensors are made and pinned in the main process (`as_torch`, DataLoader's `pin_memory`), never in a
@@ -36,8 +37,9 @@ from fwe_cli.loader.config import LoaderConfig
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 from fwe_cli.loader.pipeline.encoding import effective_threads
 from fwe_cli.loader.shard import Shard
+from fwe_cli.loader.state.model import FRESH, State, found_states
 from fwe_cli.loader.tokenization.doc_tokenizer import UpgradingTokenizer, load_tokenizer
-from fwe_cli.train.state import ReaderState, Rows, reader_states, worker_reader
+from fwe_cli.train.state import Rows, started, worker_reader
 
 try:
     import torch
@@ -64,7 +66,8 @@ class FineWebDataset(IterableDataset):
         self.samples = samples
         self._epoch: Any = multiprocessing.get_context().Value("q", 0, lock=False)  # read by every worker's pass
         prepare_tokenizer(config)
-        self._next: ReaderState | list | None = None  # what the next pass starts from (None: its epoch's start)
+        self._next: State | list | None = None  # what the next pass starts from (None: its epoch's start)
+        self._ended: State | None = None  # the last pass's state, when it ended: done
         self._pass: _Pass | None = None  # the pass in progress (in this process)
         self._last: FineWebLoader | None = None  # the last pass's loader, closed, for its stats
 
@@ -80,19 +83,17 @@ class FineWebDataset(IterableDataset):
         return worker_reader(self.config.shard, workers, worker), workers
 
     def _pass_config(self, reader: Shard, workers: int, epoch: int) -> LoaderConfig:
-        """The loader config of a pass: its reader, tokenizer threads, the epoch's shuffle, and no tensors made in a
-        worker (its batches cross as bytes: worker_wire)."""
-        changes: dict[str, Any] = {"shard": reader}
+        """The loader config of a pass: its reader, its epoch, tokenizer threads, and no tensors made in a worker (its
+        batches cross as bytes: worker_wire)."""
+        changes: dict[str, Any] = {"shard": reader, "epoch": epoch}
         if workers:
             changes.update(tokenizer_threads=effective_threads(self.config, workers), as_torch=False)
-        if self.config.shuffle_seed is not None:
-            changes["shuffle_seed"] = self.config.shuffle_seed + epoch
         return self.config.replace(**changes)
 
     # -- the torch protocol ----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """The passes after this one shuffle as pass `epoch` (a resumed pass keeps the epoch it was saved in); the
-        workers see it, persistent ones too."""
+        """The passes after this one read epoch `epoch` (a resumed pass keeps the epoch it was saved in); the workers
+        see it, persistent ones too."""
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
             raise ConfigError(f"set_epoch takes an epoch number >= 0, got {epoch!r}")
         self._epoch.value = epoch
@@ -101,17 +102,16 @@ class FineWebDataset(IterableDataset):
         """One pass, begun now (a DataLoader asks for it as a worker resets): a loader over this copy's reader, from
         the state loaded if any; its batches, or their rows."""
         reader, workers = self._place()
-        start, self._next = self._next, None
+        start, self._next, self._ended = self._next, None, None
         epoch = self.epoch
-        if isinstance(start, ReaderState):
-            start.check(reader, workers, self.samples, _where)
-            if start.loader is not None or start.rows:  # a pass resumed in its middle keeps its epoch's order
+        if isinstance(start, State):
+            start.check_place(reader, workers, self.samples, _where)
+            if start.status != FRESH or start.rows:  # a pass resumed in its middle (or ended) keeps its epoch
                 epoch = start.epoch
         self._close_pass()
-        olds = [state.loader for state in start] if isinstance(start, list) else None
-        state = ReaderState(reader, workers, epoch, start.loader if isinstance(start, ReaderState) else None,
-                            start.rows if isinstance(start, ReaderState) else 0, self.samples)
-        running = self._pass = _Pass(self._pass_config(reader, workers, state.epoch), state, olds, wire=workers > 0)
+        config = self._pass_config(reader, workers, epoch)
+        rows = start.rows if isinstance(start, State) else 0
+        running = self._pass = _Pass(*started(config, start), rows, workers, self.samples, wire=workers > 0)
         return self._run(running)
 
     def _run(self, running: "_Pass") -> Iterator:
@@ -119,40 +119,53 @@ class FineWebDataset(IterableDataset):
             yield from running
         finally:
             if self._pass is running and not sys.is_finalizing():  # (a newer pass is left alone; at exit, all)
-                self._next = None if running.ended else running.state()
+                if running.ended:
+                    self._ended = running.state()
+                else:
+                    self._next = running.state()
                 self._close_pass()
 
     def state_dict(self) -> dict:
-        """Where this copy is: after the last batch (row) it yielded; between passes, where the next one starts
-        (the state it was given, the last good batch of a pass that failed, or the next epoch's start). JSON-able;
-        `load_state_dict` in the copy of the same place continues from it."""
+        """Where this copy is: after the last batch (row) it yielded; between passes, where the next one starts (the
+        state it was given, the last good batch of a pass that failed, its epoch's start), or, after a pass that
+        ended and before another epoch is set, that pass's state: done. JSON-able; `load_state_dict` in the copy of
+        the same place continues from it."""
         if self._pass is not None:
-            return self._pass.state().state()
-        if isinstance(self._next, ReaderState):
-            return self._next.state()
+            return self._pass.state().envelope()
+        if isinstance(self._next, State):
+            return self._next.envelope()
+        if self._ended is not None and self._ended.epoch == self.epoch:
+            return self._ended.envelope()
         reader, workers = self._place()
-        return ReaderState(reader, workers, self.epoch, samples=self.samples).state()
+        return State(reader, self.epoch, workers=workers, samples=self.samples).envelope()
 
     def load_state_dict(self, state: dict) -> None:
         """The next pass continues from `state` (a `state_dict()` of the copy of this place): ConfigError, in one
         line naming both, for a state of the other mode, and as the pass begins, for one of another world size,
         num_workers, rank or worker."""
-        saved = ReaderState.parse(state, "FineWebDataset")
+        saved = State.from_envelope(state, "FineWebDataset")
         if saved.samples != self.samples:
             raise ConfigError(f"the DataLoader state was saved with samples={saved.samples}, this dataset has "
                               f"samples={self.samples}: resume in the same mode")
-        self._next = saved
+        self._next, self._ended = saved, None
 
     def load_world(self, states: Any) -> None:
         """The next pass of every copy (this process's and every worker's) continues the readers of another world:
         `states` holds each of their states (the StatefulDataLoader state_dict of every old rank, or the datasets',
-        in a list), and each reader of this world is dealt its share of what they left (sources.deal). In sample mode
-        the rows handed out of a batch in progress are read again (at most a batch per old reader)."""
-        found = reader_states(states)
+        in a list), and each reader of this world is dealt its share of what they left (state.elastic), in the epoch
+        they were in. In sample mode the rows handed out of a batch in progress are read again (at most a batch per
+        old reader)."""
+        found = found_states(states)
         if not found:
             raise ConfigError("no FineWebDataset state in the states given to load_world: give every rank's "
                               "StatefulDataLoader state_dict() of the old world")
-        self._next = sorted(found, key=lambda s: s.reader.rem)
+        stale = _steps_since_snapshot(states)
+        if stale:
+            raise ConfigError(f"a StatefulDataLoader state given to load_world was taken {stale} steps after its "
+                              "workers' last snapshot (snapshot_every_n_steps > 1): their places are not known; take "
+                              "the states with snapshot_every_n_steps=1 to change the world size, or resume them with "
+                              "the world they were saved by")
+        self._next, self._ended = sorted(found, key=lambda s: s.reader.rem), None
 
     def stats(self) -> dict | None:
         """The loader's stats (FineWebLoader.stats) of this copy's pass in progress, else of its last pass; None
@@ -186,10 +199,11 @@ class _Epoch:
 class _Pass:
     """One pass of a copy: its loader (started as the pass begins), its batches or rows, and where it is."""
 
-    def __init__(self, config: LoaderConfig, start: ReaderState, olds: list | None, wire: bool):
-        self.start, self.wire = start, wire
-        self.loader = FineWebLoader(config, state=olds if olds is not None else start.loader)
-        self.rows = Rows(self.loader, sample_rows, start.loader, start.rows) if start.samples else None
+    def __init__(self, config: LoaderConfig, start: State | list | None, rows: int, workers: int, samples: bool,
+                 wire: bool):
+        self.workers, self.samples, self.wire = workers, samples, wire
+        self.loader = FineWebLoader(config, state=start)
+        self.rows = Rows(self.loader, sample_rows, rows) if samples else None
         self.ended = False
 
     def __iter__(self) -> Iterator:
@@ -199,12 +213,10 @@ class _Pass:
             yield from map(for_the_wire, self.loader) if self.wire else self.loader
         self.ended = True
 
-    def state(self) -> ReaderState:
-        """Where the pass is: after its last batch (row) handed out; its start before its first."""
-        loader, rows = self.rows.state() if self.rows is not None else (self.loader.state_dict(), 0)
-        if self.rows is not None and loader is None and not rows:
-            loader = self.loader.state_dict()  # (a pass dealt from another world names its plan from the start)
-        return ReaderState(self.start.reader, self.start.workers, self.start.epoch, loader, rows, self.start.samples)
+    def state(self) -> State:
+        """Where the pass is: after its last batch (row) handed out; its start before its first; done at its end."""
+        loader, rows = self.rows.state() if self.rows is not None else (self.loader.state(), 0)
+        return loader.placed(self.workers, rows, self.samples)
 
     def close(self) -> None:
         self.loader.close()
@@ -223,6 +235,17 @@ def prepare_tokenizer(config: LoaderConfig) -> None:
         return
     if isinstance(tokenizer, UpgradingTokenizer):
         tokenizer.wait_upgrade(config.loader_timeout)
+
+
+def _steps_since_snapshot(states: Any) -> int:
+    """The most steps any StatefulDataLoader state in `states` was taken after its workers' last snapshot (their
+    states then lag behind the batches it delivered)."""
+    if isinstance(states, dict):
+        own = states.get("_steps_since_snapshot")
+        return max([own if isinstance(own, int) else 0] + [_steps_since_snapshot(v) for v in states.values()])
+    if isinstance(states, (list, tuple)):
+        return max([0] + [_steps_since_snapshot(v) for v in states])
+    return 0
 
 
 def _where(reader: Shard, workers: int) -> str:

@@ -10,9 +10,9 @@ labels [B, T])` as int64 tensors; and `state_dict`/`load_state_dict` (torch's `S
 CheckpointManager saves through torch.distributed.checkpoint under "dataloader" each interval and loads before
 training starts. fwe shards documents by the data-parallel rank torchtitan gives (not the global rank: tensor and
 pipeline peers get the same batches), packs `local_batch_size` rows of `seq_len` tokens, and defaults its tokenizer
-to the trainer's tokenizer.json. The state is this rank's train.state.ReaderState as JSON text under `dp_rank_{r}`
-(one value per rank, whatever its contents: a checkpoint loads only the keys a fresh dataloader's state names) and
-the world size, which must match on load.
+to the trainer's tokenizer.json. The state is this rank's loader state (state.model.State) as JSON text under
+`dp_rank_{r}` (one value per rank, whatever its contents: a checkpoint loads only the keys a fresh dataloader's state
+names) and the world size, which must match on load.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from torchtitan.components.dataloader import BaseDataLoader
 
 from fwe_cli.errors import ConfigError
 from fwe_cli.loader import FineWebLoader, LoaderConfig, resolve_config
-from fwe_cli.train.state import ReaderState
+from fwe_cli.loader.state.model import State
+from fwe_cli.train.state import started
 
 # torchtitan sets these; a `settings` entry for one of them is refused rather than silently overridden.
 OWNED = ("seq_len", "batch_size", "shard_mod", "shard_rem")
@@ -76,19 +77,19 @@ class FineWebDataLoader(BaseDataLoader):
         self.dp_world_size = dp_world_size
         self._key = f"dp_rank_{dp_rank}"
         self._loader: FineWebLoader | None = None  # started on the first batch, after any load_state_dict
-        self._state: dict | None = None  # where that loader starts (None: the stream's start)
+        self._state: State | None = None  # where that loader starts (None: the stream's start)
 
     def __iter__(self) -> "FineWebDataLoader":
         return self
 
     def __next__(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         if self._loader is None:
-            self._loader = FineWebLoader(self.config, state=self._state)
+            self._loader = FineWebLoader(*started(self.config, self._state))
         return titan_batch(next(self._loader))
 
     def state_dict(self) -> dict[str, Any]:
-        state = self._loader.state_dict() if self._loader is not None else self._state
-        return {self._key: ReaderState(self.config.shard, loader=state).text(), "world_size": self.dp_world_size}
+        state = self._loader.state() if self._loader is not None else self._state or State(self.config.shard)
+        return {self._key: state.text(), "world_size": self.dp_world_size}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue after the last batch of `state_dict` (a `state_dict()` of this rank); an empty one changes
@@ -102,14 +103,15 @@ class FineWebDataLoader(BaseDataLoader):
                               f"{self.dp_world_size}: resume with {saved}, or start the data without the state")
         if self._key not in state_dict:
             raise ConfigError(f"the dataloader state holds no {self._key} (it has {', '.join(sorted(state_dict))})")
-        saved = ReaderState.parse({"fwe": state_dict[self._key]}, "torchtitan dataloader")
-        saved.check(self.config.shard, 0, False, lambda reader, _w: f"data-parallel rank {reader.rem} of {reader.mod}")
+        saved = State.from_envelope({"fwe": state_dict[self._key]}, "torchtitan dataloader")
+        saved.check_place(self.config.shard, 0, False,
+                          lambda reader, _w: f"data-parallel rank {reader.rem} of {reader.mod}")
         self.close()
-        self._state = saved.loader
+        self._state = saved
 
     def close(self) -> None:
         """Stop the loader's threads (a later batch starts it again from where it was)."""
         if self._loader is not None:
-            self._state = self._loader.state_dict()
+            self._state = self._loader.state()
             self._loader.close()
             self._loader = None

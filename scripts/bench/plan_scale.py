@@ -5,9 +5,10 @@ groups) and its full listing (2,410 files), for 1,024 ranks x 8 DataLoader worke
 - plan: one reader's share of an epoch, as each reader makes it when its source opens (the epoch's line, in order
   or shuffled in 64 MiB blocks, then its stretch and the pieces of it);
 - replan: one reader of a new world of 1,000 x 8 dealt what the 8,192 old readers left (sources.deal.leaf_share);
-- state: FineWebLoader.state_dict() over 2,000 local files, and its size.
+- state: FineWebLoader.state_dict() over 2,000 local files (the median of 200 taken after one batch, the CPU time of
+  the calling thread), and its size.
 
-    acceptance: plan <= 1 s per reader for every shape; a reader's state <= 8 KB and <= 1 ms over 2,000 files
+    acceptance: plan <= 1 s per reader for every shape; a reader's state <= 8 KB and <= 50 us over 2,000 files
 
     python -m scripts.bench.plan_scale [--reps 5] [--out artifacts/bench]
 
@@ -27,7 +28,7 @@ from scripts.bench.harness import say
 
 NAME = "plan_scale"
 READERS = 1024 * 8
-PLAN_S, STATE_BYTES, STATE_S = 1.0, 8 * 1024, 0.001
+PLAN_S, STATE_BYTES, STATE_S = 1.0, 8 * 1024, 50e-6
 
 
 def sample_10bt():
@@ -80,7 +81,7 @@ def replan_once(units, reader: int) -> float:
     from fwe_cli.loader.hub.source import HubRowPosition
     from fwe_cli.loader.shard import Shard
     from fwe_cli.loader.sources.deal import Frontier, fresh, leaf_share
-    from fwe_cli.loader.sources.order import Cursor, Window
+    from fwe_cli.loader.sources.order import Cursor, StreamOrder, Window
     from fwe_cli.loader.sources.units import BLOCK_BYTES, epoch_layout
 
     layout = epoch_layout(units, 3, 0, BLOCK_BYTES)
@@ -96,7 +97,7 @@ def replan_once(units, reader: int) -> float:
             return units
 
     started = time.perf_counter()
-    leaf_share(Listing(), olds, Shard(1000 * 8, reader))
+    leaf_share(Listing(), olds, StreamOrder(Shard(1000 * 8, reader), 1, 3, 10_000))
     return time.perf_counter() - started
 
 
@@ -114,9 +115,9 @@ def state_costs(files: int = 2_000, takes: int = 200) -> dict:
             state = loader.state_dict()  # the first takes the files' summary (a stat each, once)
             times = []
             for _ in range(takes):
-                started = time.perf_counter()
+                started = time.thread_time()  # (the producer's threads run beside it: this thread's CPU alone)
                 state = loader.state_dict()
-                times.append(time.perf_counter() - started)
+                times.append(time.thread_time() - started)
     return {"files": files, "seconds": harness.median(times), "bytes": len(orjson.dumps(state))}
 
 
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     record["replan"]["full-shuffled"] = {"old_readers": READERS, "seconds": harness.spread(times, 4)}
     say(f"replan full-shuffled: {harness.median(times) * 1000:.1f} ms")
     record["state"] = state_costs()
-    say(f"state over 2,000 files: {record['state']['seconds'] * 1000:.3f} ms, {record['state']['bytes']} bytes")
+    say(f"state over 2,000 files: {record['state']['seconds'] * 1e6:.1f} us, {record['state']['bytes']} bytes")
     worst = max(entry["seconds"]["median"] for entry in record["plan"].values())
     record["acceptance"] = {
         "plan_s": {"max": worst, "target": PLAN_S, "ok": worst <= PLAN_S},

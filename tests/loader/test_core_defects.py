@@ -15,9 +15,9 @@ from fwe_cli.loader.fineweb_loader import FineWebLoader
 from fwe_cli.loader.hub.first_batches import FIRST_BATCHES
 
 
-def test_a_full_queue_of_one_document_batches_still_records_the_consumed_document():
+def test_a_full_queue_of_one_document_batches_still_records_the_document_a_batch_ended_in():
     """Synthetic, byte, 8x1024, Q 8, doc batch 1: with the queue full (a warmup of 8 batches) the state after a
-    batch has its `consumed` document, and a world of 2 resumes it (each rank takes its share)."""
+    batch has the document it ended in (`ended`), and a world of 2 resumes it (each rank takes its share)."""
     config = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8, queue_depth=8,
                             doc_batch=1, warmup_batches=8, warmup_timeout=60)
     with FineWebLoader(config) as loader:
@@ -25,7 +25,7 @@ def test_a_full_queue_of_one_document_batches_still_records_the_consumed_documen
             loader.next_batch()
         assert loader.warmup_report["filled"] == 8
         state = orjson.loads(orjson.dumps(loader.state_dict()))
-    assert state["position"]["consumed"]["type"] == "frontier"
+    assert state["ended"][0]["type"] == "cursor" and state["status"] == "at"
     for rem in range(2):
         other = resolve_config(env={}, source="synthetic", tokenizer="byte", seq_len=1024, batch_size=8,
                                shard_mod=2, shard_rem=rem)

@@ -234,7 +234,6 @@ class _FakeDist:
 def test_a_split_of_the_native_hub_joins_the_jobs_ranks(monkeypatch):
     """Under torch.distributed, a loader over the split of the native Hub reader makes fwe's group of ranks (so rank
     0 resolves the listing for all and every rank reads the same commit), as one over the Hub itself does."""
-    from fwe_cli.loader.fineweb_loader import join_ranks
     from fwe_cli.loader.remote import job_ranks
 
     dist = _FakeDist()
@@ -243,5 +242,5 @@ def test_a_split_of_the_native_hub_joins_the_jobs_ranks(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
     for source, made in (({"source": "synthetic"}, []), ({"source": "hub", "holdout": 0.1}, ["gloo"])):
         monkeypatch.setattr(job_ranks, "_joined", (None, None))
-        join_ranks(resolve_config(env={}, **source))
+        FineWebLoader(resolve_config(env={}, prefetch=False, **source)).close()  # (nothing read: no prefetch)
         assert dist.made == made

@@ -14,7 +14,7 @@ import pytest
 from fwe_cli.loader.hub.source import HubRowPosition
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.deal import Frontier, Leftovers, fresh, leaf_share, leftover
-from fwe_cli.loader.sources.order import Cursor, Window
+from fwe_cli.loader.sources.order import Cursor, StreamOrder, Window
 from fwe_cli.loader.sources.position import encode
 from fwe_cli.loader.sources.units import BLOCK_BYTES, Unit, epoch_layout
 from scripts.bench.plan_scale import full_listing, row_groups, sample_10bt
@@ -65,19 +65,24 @@ def test_a_world_of_1024x8_resumes_on_1000x8_dealing_exactly_what_it_left():
         after = HubRowPosition(piece.file, rng.randrange(700), rng.randrange(1, 1000))
         window = Window(x, None, 1, x, after)
         front = Frontier(Cursor(0, 0, window, 0), rng.choice([0, 17, 400]), 400)
-        state = {"position": {"doc": encode(front.cursor), "consumed": encode(front)}, "plan": None}
+        state = {"position": {"doc": encode(front.cursor)}, "ended": [encode(front.cursor), front.delivered, 400],
+                 "plan": None}
         assert len(orjson.dumps(state)) < STATE_BYTES
         olds.append((None, front))
         left += leftover(spans, front.cursor, front.delivered, front.tokens)
-    new = [leaf_share(_Units(units), olds, Shard(1000 * 8, m)) for m in (0, 4321, 7999)]  # as each new reader does
+    new = [leaf_share(_Units(units), olds, _order(Shard(1000 * 8, m))) for m in (0, 4321, 7999)]  # as each reader does
     assert all(len(orjson.dumps(encode(share))) < STATE_BYTES for share in new)
     dealing = Leftovers(left)
     everything = [dealing.share(Shard(1000 * 8, m)) for m in range(1000 * 8)]
-    assert [share.spans for share in new] == [everything[m] for m in (0, 4321, 7999)]
+    assert [share.spans for share in new] == [(everything[m],) for m in (0, 4321, 7999)]
     dealt = sorted((s.lo, s.hi, s.rest) for spans in everything for s in spans)
     plain = [s for s in left if not s.rest]
     assert sorted((s.lo, s.hi, 1) for s in left if s.rest) == [d for d in dealt if d[2]]
     assert sum(s.hi - s.lo for s in plain) == sum(hi - lo for lo, hi, rest in dealt if not rest)
+
+
+def _order(readers: Shard) -> StreamOrder:
+    return StreamOrder(readers, 1, 3, 10_000)
 
 
 class _Units:

@@ -15,7 +15,8 @@ stateful = pytest.importorskip("torchdata.stateful_dataloader")
 from fwe_cli.errors import SourceError  # noqa: E402
 from fwe_cli.loader import FineWebDataset, FineWebLoader, resolve_config  # noqa: E402
 from fwe_cli.loader.shard import Shard  # noqa: E402
-from fwe_cli.train.state import ReaderState, worker_reader  # noqa: E402
+from fwe_cli.loader.state.model import State  # noqa: E402
+from fwe_cli.train.state import worker_reader  # noqa: E402
 from tests.helpers import write_jsonl  # noqa: E402
 from tests.train.corpus import doc_numbers, documents, write_corpus  # noqa: E402
 
@@ -120,7 +121,7 @@ def test_5_without_workers_a_failed_pass_keeps_its_last_good_batch(tmp_path):
         for batch in loader:
             got.append(np.asarray(batch))
     state = orjson.loads(loader.state_dict()["dataset_state"]["fwe"])
-    assert got and state["loader"] is not None and state["loader"]["batches"] == len(got)
+    assert got and state["status"] == "at" and state["batches"] == len(got)
     skipping = list(StatefulDataLoader(FineWebDataset(_config(corpus)), batch_size=None))
     assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(got, skipping))
 
@@ -196,7 +197,7 @@ def test_11_one_numbering_and_one_state_for_every_adapter(tmp_path):
     config = _config(corpus)
     dataset_state = FineWebDataset(config).state_dict()
     grain_state = iter(grain_dataset.FineWebIterDataset(config)).get_state()
-    assert ReaderState.parse(dataset_state, "x") == ReaderState.parse(grain_state, "x")
+    assert State.from_envelope(dataset_state, "x") == State.from_envelope(grain_state, "x")
 
 
 def test_a_world_of_dataloader_workers_resumes_on_another_with_every_document_once(tmp_path):

@@ -242,8 +242,8 @@ def test_a_tokenizer_that_fails_to_load_fails_in_the_loader_as_without_the_datas
 
 def test_a_pass_abandoned_for_a_newer_one_does_not_overwrite_where_the_newer_ended(corpus):
     """A pass begun, then a newer pass of the same dataset run to its end, then the abandoned one resumed (its loader
-    closed, it ends): the dataset's state is still where the newer pass left it, the next pass's start (a resume
-    reads a whole pass), not the abandoned pass's place after its first batch."""
+    closed, it ends): the dataset's state is still where the newer pass left it, done (a resume ends that pass at
+    once, and the pass after it is a whole one), not the abandoned pass's place after its first batch."""
     dataset = FineWebDataset(_config(corpus))
     abandoned = iter(dataset)
     next(abandoned)
@@ -251,4 +251,4 @@ def test_a_pass_abandoned_for_a_newer_one_does_not_overwrite_where_the_newer_end
     assert list(abandoned) == [] and len(newer) > 10
     fresh = FineWebDataset(_config(corpus))
     fresh.load_state_dict(dataset.state_dict())
-    assert _same(list(fresh), newer)
+    assert list(fresh) == [] and _same(list(fresh), newer)

@@ -131,8 +131,8 @@ class Holdout(Source):
     def frontier(self, resume, delivered: int, tokens: int):
         return self.child.frontier(resume, delivered, tokens)
 
-    def plan_for(self, olds, readers):
-        return self.child.plan_for(olds, readers)
+    def plan_for(self, olds, order):
+        return self.child.plan_for(olds, order)
 
     def check_resume(self, resume) -> None:
         self.child.check_resume(resume)

@@ -4,8 +4,9 @@ arithmetically (no random generator to replay): the child whose share so far lie
 Shares are of tokens (`by` tokens, the default: exact to each document's token count, so the mixture encodes its
 children's documents itself, once, and hands them on as ids) or of documents (`by` documents). Each child is dealt,
 ordered and shuffled by the reader's settings on its own (its own units: sources.order), so each reader mixes its own
-documents at the same ratio, and the choice depends only on what came before: the same order on any Q, doc batch, threads, backend
-and resume. A child that ends either ends the mixture (`first_exhausted`) or starts over in its next epoch (`cycle`).
+documents at the same ratio, and the choice depends only on what came before: the same order on any Q, doc batch,
+threads, backend and resume. A child that ends either ends the mixture (`first_exhausted`) or starts over in its
+next epoch (`cycle`: compose.cycle).
 
 Its cursor (`MixtureCursor`) holds, for each child, the cursor of the last document taken from it and what the
 shares count so far; a stream opened at it takes the next document exactly as the uninterrupted one did. Any child
@@ -14,24 +15,20 @@ may itself be a composite (a mixture of mixtures, a held-out split of a mix).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from fwe_cli.errors import ConfigError
+from fwe_cli.loader.compose.cycle import ChildStream, WholeEpoch
 from fwe_cli.loader.documents import Document
-from fwe_cli.loader.flow.in_order import in_order
-from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.base import Emit, Source
-from fwe_cli.loader.sources.deal import dealt
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import Position
 
 BY = ("tokens", "documents")
 STOPS = ("first_exhausted", "cycle")
-ENCODE_CHUNK = 64  # documents of one child encoded in one call (by tokens)
 MIX_EVENT_STEPS = 100  # a fineweb_mix heartbeat line every this many batches
 
 
@@ -87,52 +84,9 @@ class MixtureFrontier(Position, name="mixture_frontier"):
     children: tuple
 
 
-class _Child:
-    """One child's stream for this reader, its documents encoded ahead in chunks when the mixture counts tokens. It
-    goes on after its `cursor` (the last document taken from it), else from the beginning of its `plan` (what a
-    changed world dealt it) or of its share."""
-
-    def __init__(self, source: Source, order: StreamOrder, cursor: Position | None, plan: Position | None,
-                 cycle: bool, encode: Callable[[list[Document]], list[Document]] | None, pool: ThreadPoolExecutor | None,
-                 threads: int):
-        docs = source.stream(order, cursor, plan) if not cycle else self._cycled(source, order, cursor, plan)
-        if cursor is not None:
-            next(docs, None)  # the cursor's document was taken before
-        self.docs = docs if encode is None else self._encoded(docs, encode, pool, threads)
-
-    @staticmethod
-    def _cycled(source: Source, order: StreamOrder, cursor: Position | None, plan) -> Iterator[Document]:
-        """The child's documents epoch after epoch without end. A reader whose share of an epoch holds none (a
-        source of fewer documents than readers) reads the whole epoch instead: a cycled source repeats by design.
-        It ends (and so does a mix that needs it) when an epoch holds no document at all."""
-        epoch = _epoch(cursor) if cursor is not None else getattr(plan, "epoch", 0)
-        while True:
-            found = False
-            for readers in (order.readers, Shard()):
-                this = dataclasses.replace(order, readers=readers, first=epoch, epochs=epoch + 1)
-                dealt = plan if readers is order.readers and getattr(plan, "epoch", None) == epoch else None
-                for doc in source.stream(this, cursor if readers is order.readers else None, dealt):
-                    found = True
-                    yield doc
-                if found or cursor is not None:
-                    break
-            if not found and cursor is None:
-                return
-            epoch, cursor = epoch + 1, None
-
-    @staticmethod
-    def _encoded(docs: Iterator[Document], encode, pool, threads) -> Iterator[Document]:
-        def chunks():
-            while chunk := [doc for _, doc in zip(range(ENCODE_CHUNK), docs)]:
-                yield chunk, None
-
-        for encoded, _ in in_order(pool, threads, encode, chunks()):
-            yield from encoded
-
-
 def _epoch(cursor: Position) -> int:
     """The epoch of a child's cursor (a mixture's: that of the document's own child)."""
-    while isinstance(cursor, MixtureCursor):
+    while isinstance(cursor, (MixtureCursor, WholeEpoch)):
         cursor = cursor.at
     return cursor.epoch
 
@@ -193,7 +147,8 @@ class Mixture(Source):
         self.counts = list(start.counts) if start is not None else [0] * n
         plans = plan.children if plan is not None else (None,) * n
         encode = self._encoder() if self.spec.options.by == "tokens" else None
-        streams = [_Child(child, order, cursors[i], plans[i], stop == "cycle", encode, self._pool, self._threads)
+        streams = [ChildStream(child, order, cursors[i], plans[i], stop == "cycle",
+                               None if cursors[i] is None else _epoch(cursors[i]), encode, self._pool, self._threads)
                    for i, (child, stop) in enumerate(zip(self.children, self.spec.options.stops))]
         while (c := self._next_child()) is not None:
             doc = next(streams[c].docs, None)
@@ -213,18 +168,18 @@ class Mixture(Source):
 
     def frontier(self, resume: MixtureCursor, delivered: int, tokens: int) -> MixtureFrontier:
         """Each child's frontier: its own child's document `delivered` tokens in, the others' last document taken
-        before it delivered whole."""
-        return MixtureFrontier(tuple(
-            child.frontier(resume.at, delivered, tokens) if i == resume.child else
-            None if resume.cursors[i] is None else child.frontier(resume.cursors[i], 1, 1)
-            for i, child in enumerate(self.children)))
+        before it delivered whole; none for a cycled child read as a whole epoch (every reader cycles it itself)."""
+        fronts = []
+        for i, child in enumerate(self.children):
+            at, part = (resume.at, (delivered, tokens)) if i == resume.child else (resume.cursors[i], (1, 1))
+            fronts.append(None if at is None or isinstance(at, WholeEpoch) else child.frontier(at, *part))
+        return MixtureFrontier(tuple(fronts))
 
-    def plan_for(self, olds, readers) -> MixturePlan:
+    def plan_for(self, olds, order) -> MixturePlan:
         """Each child dealt again from its own frontiers (the mix's shares start afresh)."""
-        olds = [(dealt(self, plan), front) for plan, front in olds]
         return MixturePlan(tuple(
             child.plan_for([(plan.children[i] if plan is not None else None,
-                             front.children[i] if front is not None else None) for plan, front in olds], readers)
+                             front.children[i] if front is not None else None) for plan, front in olds], order)
             for i, child in enumerate(self.children)))
 
     def check_resume(self, resume) -> None:
@@ -233,9 +188,8 @@ class Mixture(Source):
         if not isinstance(resume, MixtureCursor) or len(resume.cursors) != len(self.children):
             raise ConfigError(f"the resume position {resume.to_json()} is not one of {self.location(self.spec)}: "
                               "resume over the same sources, or start without the state")
-        for child, cursor in zip(self.children, resume.cursors):
-            child.check_resume(cursor)
-        self.children[resume.child].check_resume(resume.at)
+        for child, cursor in zip(self.children + [self.children[resume.child]], resume.cursors + (resume.at,)):
+            child.check_resume(cursor.at if isinstance(cursor, WholeEpoch) else cursor)
 
     def _next_child(self) -> int | None:
         """The child whose count lies furthest below its share (the first of equals); None when no weight is set."""
@@ -252,7 +206,9 @@ class Mixture(Source):
         if self._tokenizer is None:
             raise ConfigError("a mix by tokens needs the loader's tokenizer to count them (bind_encoder)")
         texts_ids = self._tokenizer()
-        self._pool = self._pool or ThreadPoolExecutor(self._threads, thread_name_prefix="fwe-mix-tokenize")
+        if self._pool is not None:  # (an earlier stream's: its children shut it down as they end)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="fwe-mix-tokenize")
 
         def encode(docs: list[Document]) -> list[Document]:
             missing = [d for d in docs if d.ids is None]

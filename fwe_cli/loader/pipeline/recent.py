@@ -1,5 +1,5 @@
-"""The document a batch ended in (sources.deal.Ended): what a state records (`consumed`) so that a resume at another
-world size knows, for each reader, how far into which document it got (sources.deal.leftover).
+"""The document a batch ended in (sources.deal.Ended): what a state records (`ended`, and with best-fit rows `held`)
+so that a resume at another world size knows, for each reader, how far into which document it got (state.elastic).
 
 The pipeline remembers each document batch it made (its first document's `resume`, its Documents) and, once encoded,
 each document's tokens in the stream (`measured`); for a token directory read in chunks, each document's tokens and
@@ -96,3 +96,29 @@ class RecentBatches:
         delivered = int(skip - (ends[j - 1] if j else 0))
         cursor = held.docs[j].resume if isinstance(held, _Measured) else held.cursor(j)
         return Ended(cursor, min(delivered, int(lengths[j])), int(lengths[j]))
+
+    def after(self, position: dict | None, n: int) -> Ended | None:
+        """The document `n` documents after the one a best-fit batch's `position` lands on (its `skip` is that
+        document's start), delivered whole: the last one its buffer had read. None when it is not held (a batch
+        replayed from a warm start's kept ones)."""
+        if position is None:
+            return None
+        with self._lock:
+            entries = [what for _first, what in self._held]
+            at = next((i for i, (first, _what) in enumerate(self._held) if first is position["doc"]), None)
+        if at is None:
+            return None
+        target = None
+        for what in entries[at:]:
+            if isinstance(what, (list, Ended)):
+                return None
+            lengths = what.lengths
+            if target is None:
+                ends = what.ends if isinstance(what, _Measured) else np.cumsum(lengths)
+                target = int(np.searchsorted(ends, position["skip"], side="right")) + n
+            if target < len(lengths):
+                cursor = what.docs[target].resume if isinstance(what, _Measured) else what.cursor(target)
+                return Ended(cursor, int(lengths[target]), int(lengths[target]))
+            target -= len(lengths)
+        return None
+

@@ -172,10 +172,11 @@ class Source:
         stream holds them) whose `resume` is given: what a changed world deals the rest from (`plan_for`)."""
         return Frontier(resume, delivered, tokens)
 
-    def plan_for(self, olds: list[tuple[Position | None, Position | None]], readers: Shard) -> Position:
-        """The plan of reader `readers` of a new world that continues the old readers, each given as (the plan it was
-        started with or None, its `frontier` or None when it delivered nothing), in the old readers' order."""
-        return leaf_share(self, olds, readers)
+    def plan_for(self, olds: list[tuple[Position | None, Position | None]], order: StreamOrder) -> Position:
+        """The plan of the reader `order.readers` of a new world (its stream ordered by `order`) that continues the
+        old readers, each given as (the plan it was started with or None, its `frontier` or None when it delivered
+        nothing), in the old readers' order."""
+        return leaf_share(self, olds, order)
 
     def check_resume(self, resume: Position | None) -> None:
         """ConfigError unless `resume` is a cursor of this source (a resume state's, decoded)."""

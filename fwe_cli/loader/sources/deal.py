@@ -1,15 +1,17 @@
 """Dealing an epoch to its readers before anything is read, and dealing again what a world left when it changes.
 
-A reader is a rank x DataLoader worker (loader.shard: reader `rem` of `mod`). Reader r of R takes the stretch
+A reader is a rank x DataLoader worker (shard: reader `rem` of `mod`). Reader r of R takes the stretch
 [r·T // R, (r+1)·T // R) of an epoch line of length T (sources.units): a pure function of the listing, seed, epoch
 and readers, so every reader knows its own share without asking anyone, and reads nothing else. The readers of a rank
 hold adjacent stretches: together exactly the rank's share, whatever its num_workers.
 
-A share is a tuple of `Span`s; a fresh one is one span. When a world of readers stops (each saved where it is: its
-`Cursor`, sources.order) and another resumes, each old reader's `leftover` is a few spans: the rest of the window it
-was in (which a window's permutation makes no stretch: a `rest` span, read whole by one new reader), the rest of its
-span, its later spans. `Leftovers` lays every old reader's leftover end to end and gives new reader m its stretch
-of that, by the same rule: every document is delivered exactly once over both worlds, and a world may change again.
+A reader's spans of an epoch are a tuple of `Span`s; a fresh share is one span. When a world of readers stops (each
+saved where it is: its `Cursor`, sources.order) and another resumes, each old reader's `leftover` is a few spans:
+the rest of the window it was in (which a window's permutation makes no stretch: a `rest` span, read whole by one new
+reader), the rest of its span, its later spans. `Leftovers` lays every old reader's leftover end to end and gives
+new reader m its stretch of that, by the same rule, epoch by epoch where the old readers had stopped in different
+ones (`leaf_share`, a `Share` of several epochs): every document is delivered exactly once over both worlds, and a
+world may change again. What a whole reader left, replays of best-fit buffers included, is state.elastic's.
 """
 
 from __future__ import annotations
@@ -43,11 +45,25 @@ class Span(Position, name="span"):
 
 
 @dataclass(frozen=True, slots=True)
-class Share(Position, name="share"):
-    """The spans of epoch `epoch` one reader delivers, in order (after that epoch: a fresh share each epoch)."""
+class Share(Position, name="share", version=2):
+    """What one reader delivers of epochs `epoch`, `epoch` + 1, ...: a tuple of spans for each, in order (after them,
+    a fresh share each epoch). A world that stopped with its readers in several epochs leaves each of them."""
 
     epoch: int
     spans: tuple
+
+    def of(self, epoch: int) -> tuple | None:
+        """The spans of `epoch`, or None where the share says nothing of it (a fresh share then)."""
+        i = epoch - self.epoch
+        return self.spans[i] if 0 <= i < len(self.spans) else None
+
+
+def plan_epoch(plan: Position | None, default: int) -> int:
+    """The first epoch a plan deals (a composite's: the earliest of its children's), else `default`."""
+    if isinstance(plan, Share):
+        return plan.epoch
+    children = [plan_epoch(child, default) for child in getattr(plan, "children", ()) if child is not None]
+    return min(children, default=default)
 
 
 def fresh(total: int, readers: Shard) -> tuple[Span, ...]:
@@ -124,42 +140,27 @@ class Ended(NamedTuple):
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class Pending(Position, name="pending"):
-    """An old reader's plan not dealt yet (its state was saved before its source opened): what reader `rem` of `mod`
-    was to be dealt from `olds` ((plan, frontier) of each reader before it), dealt when a source opens."""
-
-    olds: tuple
-    mod: int
-    rem: int
-
-
-def dealt(source, plan: Position | None) -> Position | None:
-    """`plan`, or, for a Pending one, what `source` deals it now."""
-    return source.plan_for(list(plan.olds), Shard(plan.mod, plan.rem)) if isinstance(plan, Pending) else plan
-
-
-def leaf_share(source, olds: list[tuple[Share | None, Frontier | None]], readers: Shard) -> Share:
-    """The share of reader `readers` of a new world that continues the old readers of `source`, each given as (the
-    share it was dealt, None for its fresh one; its frontier, None when it delivered nothing), in their order: every
-    old reader's leftover (in the one epoch they were all in) dealt again (`Leftovers`). ConfigError when they were
-    in different epochs."""
-    from fwe_cli.errors import ConfigError
-
-    olds = [(dealt(source, share), front) for share, front in olds]
-    epochs = {f.cursor.epoch if f is not None else s.epoch for s, f in olds if f is not None or s is not None}
-    if len(epochs) > 1:
-        raise ConfigError(f"the resume states were saved while readers were in different epochs ({sorted(epochs)}): "
-                          f"resume them with the {len(olds)} readers they were saved by, and change the world size at "
-                          "a later checkpoint")
-    epoch = epochs.pop() if epochs else 0
+def leaf_share(source, olds: list[tuple[Share | None, Frontier | None]], order) -> Share:
+    """The share of the reader `order.readers` of a new world that continues the old readers of `source`, each given
+    as (the share it was dealt, None for its fresh one; its frontier, None when it delivered nothing), in their
+    order. The old readers may have stopped in different epochs (a cycled source of a mixture cycles at each reader's
+    own pace, a reader may finish an epoch before another): for each epoch from the earliest to the latest, what each
+    reader had left of it (nothing of an epoch it had finished, all of one it had not begun) is dealt again
+    (`Leftovers`), so every document of each of those epochs is delivered once over both worlds."""
+    at = [front.cursor.epoch if front is not None else share.epoch if share is not None else order.first
+          for share, front in olds]
     total = None
-    left: list[Span] = []
-    for number, (share, front) in enumerate(olds):
-        if share is not None and share.epoch == epoch:
-            spans = share.spans
-        else:
-            total = sum(u.hi - u.lo for u in source.units()) if total is None else total  # the line's length
-            spans = fresh(total, Shard(len(olds), number))
-        left += list(spans) if front is None else leftover(spans, front.cursor, front.delivered, front.tokens)
-    return Share(epoch, Leftovers(left).share(readers))
+    epochs = []
+    for epoch in range(min(at), max(at) + 1):
+        left: list[Span] = []
+        for number, ((share, front), reached) in enumerate(zip(olds, at)):
+            if reached > epoch:
+                continue
+            spans = share.of(epoch) if share is not None else None
+            if spans is None:
+                total = sum(u.hi - u.lo for u in source.units()) if total is None else total  # the line's length
+                spans = fresh(total, Shard(len(olds), number))
+            left += list(spans) if reached < epoch or front is None else \
+                leftover(spans, front.cursor, front.delivered, front.tokens)
+        epochs.append(Leftovers(left).share(order.readers))
+    return Share(min(at), tuple(epochs))

@@ -79,8 +79,8 @@ def permuted(n: int, *key: object) -> list[int]:
 def leaf_documents(source, order: StreamOrder, start: Cursor | None = None,
                    share: Share | None = None) -> Iterator[Document]:
     """The reader's documents of `source` over the epochs from `start` (a Cursor: that document first; None: from
-    the beginning of `share`'s epoch, else of epoch 0); `share`: the spans a changed world dealt this reader for its
-    epoch (None: the fresh share, every epoch). Each document carries its `resume` (Cursor) and the tokens of it
+    the beginning of `share`'s first epoch, else of the order's first); `share`: the spans a changed world dealt this
+    reader for some epochs (None: the fresh share, every epoch). Each document carries its `resume` (Cursor) and the tokens of it
     another world delivered (`delivered`)."""
     for layout, epoch, number, span, here in spans(source, order, start, share):
         yield from _span(source, layout, epoch, number, span, order, here)
@@ -92,7 +92,8 @@ def spans(source, order: StreamOrder, start: Cursor | None = None, share: Share 
     epoch = start.epoch if start is not None else (share.epoch if share is not None else order.first)
     while epoch < order.epochs:
         layout = source.layout(epoch, order.seed)
-        mine = share.spans if share is not None and share.epoch == epoch else fresh(layout.total, order.readers)
+        mine = share.of(epoch) if share is not None else None
+        mine = fresh(layout.total, order.readers) if mine is None else mine
         here = start if start is not None and start.epoch == epoch else None
         for number in range(here.span if here is not None else 0, len(mine)):
             yield layout, epoch, number, mine[number], (here if here is not None and here.span == number else None)

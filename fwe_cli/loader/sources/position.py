@@ -41,9 +41,13 @@ class Position:
             _TYPES[(cls.name, cls.version)] = cls
 
     def to_json(self) -> dict:
-        """This position as JSON: its type, its version and its fields."""
-        return {"type": self.name, "v": self.version,
-                **{f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}}  # type: ignore[arg-type]
+        """This position as JSON: its type, its version and its fields (lists for tuples: JSON as it is held)."""
+        out = {"type": self.name, "v": self.version}
+        for name in _names(type(self)):
+            value = getattr(self, name)
+            out[name] = value.to_json() if isinstance(value, Position) else \
+                _encode(value) if isinstance(value, tuple) else value
+        return out
 
     @staticmethod
     def from_json(data: Any) -> "Position":
@@ -77,6 +81,17 @@ class Position:
             elif isinstance(value, bool) or (isinstance(value, int) and value < 0) or not (
                     value is None or isinstance(value, (int, str, tuple))):
                 raise ValueError(f"{field.name} must be a whole number >= 0, got {value!r}")
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    """A position type's field names, in order (looked up once per type: a state encodes a position at every step)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    return names
 
 
 def _encode(value: Any) -> Any:
