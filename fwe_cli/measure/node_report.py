@@ -172,7 +172,7 @@ def run_doctor(dataset: str = "HuggingFaceFW/fineweb-edu", name: str | None = "s
                timeout: float = HEAD_TIMEOUT_S, bucket: str | None = None, bucket_write: bool = False) -> dict:
     """Every section of the report; `paths` (role -> path) are where data would go (free disk); `bucket`: an object
     store's URL whose access is checked (bucket_access)."""
-    from fwe_cli.loader.config import env_snapshot
+    from fwe_cli.loader.variables import env_snapshot
 
     versions = package_versions()
     report = {

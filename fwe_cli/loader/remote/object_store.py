@@ -62,31 +62,6 @@ class ObjectInfo:
     """Its ETag (S3, Azure), generation (GCS) or content id (hf://): what a resume and a pinned read compare."""
 
 
-def parse_storage_options(pairs) -> dict:
-    """`KEY=VALUE` strings (a dotted KEY nests: client_kwargs.region_name=eu-west-1) as a storage_options dict; values
-    true/false/null and numbers as JSON reads them, anything else as text. ConfigError naming a pair without '='."""
-    import orjson
-
-    out: dict = {}
-    for pair in pairs or ():
-        key, sep, raw = str(pair).partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--storage-option {pair!r} must be KEY=VALUE (e.g. anon=true, "
-                              "client_kwargs.region_name=eu-west-1)")
-        try:
-            value = orjson.loads(raw) if raw.strip() and raw.strip()[0] in "-0123456789tfn[{\"" else raw
-        except orjson.JSONDecodeError:
-            value = raw
-        *parents, last = key.strip().split(".")
-        node = out
-        for name in parents:
-            node = node.setdefault(name, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--storage-option {pair!r}: {name} is set to a value and used as a group")
-        node[last] = value
-    return out
-
-
 class Store:
     """The filesystem of one protocol and storage options, in this process, with fwe's retries and error lines."""
 
