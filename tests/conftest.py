@@ -110,7 +110,17 @@ SLOW = (
     "tests/train/test_torchtitan.py",
     "tests/train/test_worker_ranks.py",
     # single tests
+    # object stores: the fast subset keeps one test of each path (range reads and shares of JSONL, parquet row groups
+    # and --where, a resume, a state over a replaced object, a mix and a holdout, each failure's line, the bucket's
+    # upload and its resume, staging a bucket); the rest of the formats, resumes and worlds are slow
+    "tests/loader/test_object_store.py::test_an_s3_prefix_gives_the_batches_of_the_same_files_on_disk",
+    "tests/loader/test_object_store.py::test_a_glob_and_a_single_object_name_what_they_name",
+    "tests/loader/test_object_store.py::test_an_s3_source_resumes_exactly[parquet]",
+    "tests/loader/test_object_store.py::test_an_s3_source_resumes_exactly[gz]",
+    "tests/loader/test_object_store.py::test_shuffled_best_fit_rows_resume_exactly",
+    "tests/loader/test_object_store.py::test_four_readers_resume_as_three_delivering_every_document_once",
     "tests/loader/test_object_store_faults.py::test_two_dataloader_workers_each_read_their_share_of_a_bucket",
+    "tests/bootstrap/test_bucket.py::test_doctor_checks_a_buckets_access_one_line_each",  # doctor: torch, the Hub
     "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
     "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
     "tests/bootstrap/test_sources.py::test_hub_positions_resume_exactly",
@@ -164,8 +174,8 @@ SLOW = (
 
 
 def is_slow(nodeid: str) -> bool:
-    """Whether SLOW names the test's module or the test itself (any of its parameters)."""
-    return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW
+    """Whether SLOW names the test's module, the test itself (any of its parameters) or one of its parameters."""
+    return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW or nodeid in SLOW
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the markers

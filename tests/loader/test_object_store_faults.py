@@ -42,9 +42,14 @@ def _config(path, **kw):
     return resolve_config(env={}, local_path=str(path), tokenizer="byte", seq_len=64, batch_size=2, **kw)
 
 
-def test_slowdown_500_and_cut_bodies_are_retried_and_counted(s3, bucket):
+def test_slowdown_500_and_cut_bodies_are_retried_and_counted(s3, bucket, monkeypatch):
     """Two 503 SlowDown, one 500 and one body cut after 10 bytes on the reads of a.jsonl: the batches are those of a
-    clean run, and the source's record counts the four retries by reason."""
+    clean run, and the source's record counts the four retries by reason (the backoff's waits made short: how long
+    they are is transient.py's, tested there)."""
+    from fwe_cli.loader.remote import object_store
+    from fwe_cli.loader.remote.transient import RetryPolicy
+
+    monkeypatch.setattr(object_store, "STORE_RETRY", RetryPolicy(attempts=8, base_wait_s=0.001, max_wait_s=0.01))
     clean, _ = pull(_config(f"s3://{bucket}"), 1000)
     store = store_for(f"s3://{bucket}", {})
     before = dict(store.retried)

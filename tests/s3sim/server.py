@@ -39,6 +39,7 @@ class Fault:
 
 class _Proxy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     sim: "S3Sim"
 
     def log_message(self, *args) -> None:  # quiet
