@@ -51,6 +51,7 @@ LONGEST_FIRST = (
     "tests/loader/test_tiktoken_fallback.py",
     "tests/tokens/test_crash.py",
     "tests/benchmarks/test_bench_hub_start.py",
+    "tests/benchmarks/test_bench_object_store.py",
     "tests/loader/test_hub_unreachable.py",
     "tests/loader/test_hub_resume.py",
     "tests/cli/test_json_exit_paths.py",
@@ -74,6 +75,7 @@ SLOW = (
     "tests/test_readme_commands.py",
     "tests/benchmarks/test_bench_hub_start.py",
     "tests/benchmarks/test_bench_memory.py",
+    "tests/benchmarks/test_bench_object_store.py",
     "tests/benchmarks/test_bench_reader_share.py",
     "tests/benchmarks/test_bench_throughput.py",
     "tests/benchmarks/test_bench_token_path.py",
@@ -121,6 +123,7 @@ SLOW = (
     "tests/loader/test_object_store.py::test_four_readers_resume_as_three_delivering_every_document_once",
     "tests/loader/test_object_store_faults.py::test_two_dataloader_workers_each_read_their_share_of_a_bucket",
     "tests/bootstrap/test_bucket.py::test_doctor_checks_a_buckets_access_one_line_each",  # doctor: torch, the Hub
+    "tests/loader/test_head_tail.py::test_a_bootstrap_kept_in_a_bucket_continues_from_the_hub",  # the Hub, and S3
     "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
     "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
     "tests/bootstrap/test_sources.py::test_hub_positions_resume_exactly",

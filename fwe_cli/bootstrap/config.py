@@ -17,6 +17,7 @@ from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.files.bootstrap_format import Layout
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.loader.remote.object_store import is_url
+from fwe_cli.loader.remote.storage_options import parse_storage_options
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
@@ -61,6 +62,9 @@ class BootstrapConfig:
     """fsync and record a resume point every this many bytes; a kill -9 redoes at most this much."""
     force: bool = False
     """Replace an existing output (ours only) instead of resuming it or refusing different arguments."""
+    storage_options: tuple[str, ...] = ()
+    """KEY=VALUE options of the object store's filesystem for an s3:// (gs://, az://, hf://) --source or --out
+    (--storage-option; remote.storage_options), as the loader's."""
 
     def __post_init__(self) -> None:
         if not self.out:
@@ -70,6 +74,8 @@ class BootstrapConfig:
         if not isinstance(self.source, SourceSpec):
             raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
         check_reading_settings(self.bad_records, self.shard)
+        object.__setattr__(self, "storage_options", tuple(self.storage_options))
+        parse_storage_options(self.storage_options)
         if self.workers is not None:
             check_limit("workers", self.workers, "--workers")
         check_limit("downloads", self.downloads, "--downloads")

@@ -15,7 +15,15 @@ from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, p
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
 from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.invocation import Run
-from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import (
+    HOLDOUT_HELP,
+    HOLDOUT_SPLIT_HELP,
+    SPLIT_HELP,
+    ArtifactsDir,
+    JsonFlag,
+    fwe_command,
+    storage_option_flag,
+)
 from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
@@ -87,7 +95,10 @@ def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
     from fwe_cli.loader.files.bootstrap_format import Layout
 
-    return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
+    from fwe_cli.loader.remote.storage_options import redact_argv
+
+    directory = Layout.for_out(config.out).directory
+    return {"command": "bootstrap", "argv": redact_argv(sys.argv[1:]), **provenance(directory)}
 
 
 def _verify(out: str, json_out: bool, run: Run) -> None:
@@ -118,6 +129,7 @@ Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION",
                                                 help=HOLDOUT_HELP + ". Needs --hub-reader datasets for the Hub.")]
 HoldoutSplit = _opt(str, "--holdout-split", panel=PANEL, help=HOLDOUT_SPLIT_HELP)
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+StorageOption = storage_option_flag(PANEL)
 Where = _opt(str, "--where", panel=PANEL,
              help="Copy only the records that pass: comparisons of the source's columns (JSONL fields) joined by "
                   "`and`, e.g. \"int_score >= 3\". Local JSONL/parquet, synthetic, --hub-reader datasets; not TXT, "
@@ -165,6 +177,7 @@ def bootstrap(
     holdout: Holdout = None,
     holdout_split: HoldoutSplit = None,
     seed: Seed = None,
+    storage_option: StorageOption = None,
     where: Where = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
@@ -194,25 +207,29 @@ def bootstrap(
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
                                  param_hint="--gb")
     bucket, out = _bucket_out(out)
+    if bucket is not None and tokenize is not None:
+        raise typer.BadParameter(f"--out {bucket}: token shards are not uploaded to a bucket; bootstrap into it, then "
+                                 "run fwe tokenize on a local copy", param_hint="--tokenize")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed, where=where,
                               holdout=holdout, holdout_split=holdout_split,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
-                              downloads=downloads, bad_records=bad_records, fields=fields, force=force)
+                              downloads=downloads, bad_records=bad_records, fields=fields, force=force,
+                              storage_options=tuple(storage_option or ()))
     tokens_config = _tokens_config(config, tokenize, shard_tokens, force)
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     prepare_output_dir(os.path.dirname(artifact))  # before hours of copying, not after
     try:
         with StopOnSignal() as stopper, BootstrapProgress() as reporter:
-            from fwe_cli.bootstrap.run import run_bootstrap
+            if bucket is None:
+                from fwe_cli.bootstrap.run import run_bootstrap
 
-            result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
-        if bucket is not None and result["outcome"] != "interrupted":
-            from fwe_cli.bootstrap.bucket import upload_bootstrap
+                result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+            else:  # each part uploaded as soon as it is staged, the manifest last
+                from fwe_cli.bootstrap.bucket import bootstrap_into
 
-            console.print(f"uploading {escape(config.out)} to {escape(bucket)}", soft_wrap=True)
-            result["bucket"] = upload_bootstrap(config.out, bucket)
-            result["output"] = bucket
+                console.print(f"staging in {escape(config.out)}, uploading to {escape(bucket)}", soft_wrap=True)
+                result = bootstrap_into(config, bucket, reporter, stopper.stop.is_set)
         if tokens_config is not None and result["outcome"] != "interrupted":
             tokens = tokenize_with_progress(tokens_config, stopper)
             result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}

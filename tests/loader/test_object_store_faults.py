@@ -20,7 +20,7 @@ from fwe_cli.loader.remote.object_store import store_for
 from fwe_cli.loader.stream import DocumentStream
 from tests.helpers import invoke, one_object
 from tests.loader.test_resume import pull
-from tests.s3sim.server import Fault
+from tests.s3sim.server import Fault, NotS3
 
 DOCS = [f"<{i:03d}>" + "abcdefghij"[: 1 + i % 10] * (2 + i % 5) + f"</{i:03d}>" for i in range(120)]
 
@@ -36,6 +36,12 @@ def bucket(s3):
     s3.put(name, "a.jsonl", _jsonl(DOCS[:60]))
     s3.put(name, "b.jsonl", _jsonl(DOCS[60:]))
     return name
+
+
+@pytest.fixture(scope="module")
+def not_s3():
+    with NotS3() as server:
+        yield server
 
 
 def _config(path, **kw):
@@ -64,14 +70,24 @@ def test_slowdown_500_and_cut_bodies_are_retried_and_counted(s3, bucket, monkeyp
     assert sum(retried.values()) == 1, retried  # the cut body, under its client's name for it
 
 
-@pytest.mark.parametrize("case", ["no bucket", "403", "no credentials", "no endpoint"])
-def test_each_store_failure_is_one_line_naming_the_url_or_variable_exit_4(s3, bucket, case, monkeypatch):
-    """smoke over a URL that cannot be read: exit 4 and one line saying why, naming the URL or the variable."""
+@pytest.mark.parametrize("case", ["no bucket", "403", "no credentials", "no endpoint", "another region",
+                                  "not S3"])
+def test_each_store_failure_is_one_line_naming_the_url_or_variable_exit_4(s3, bucket, case, monkeypatch, not_s3):
+    """smoke over a URL that cannot be read: exit 4 and one line saying why, naming the URL or the variable. Another
+    region: moto serves every region, so the fault layer answers 301 PermanentRedirect without the bucket's region
+    (what botocore cannot follow by itself); an endpoint that is not S3: a web server answering 404 pages."""
     url = f"s3://{bucket}/a.jsonl"
     expected = {"no bucket": "the bucket does not exist", "403": "access denied (HTTP 403 AccessDenied)",
-                "no credentials": "no credentials to list", "no endpoint": "AWS_ENDPOINT_URL=http://127.0.0.1:9"}
+                "no credentials": "no credentials to list", "no endpoint": "AWS_ENDPOINT_URL=http://127.0.0.1:9",
+                "another region": "the bucket is in another region (PermanentRedirect): set AWS_REGION or "
+                                  "--storage-option client_kwargs.region_name=REGION",
+                "not S3": f"AWS_ENDPOINT_URL={not_s3.url} answered HTTP 404 with no S3 error"}
     if case == "no bucket":
         url = f"s3://fwe-missing-{uuid.uuid4().hex[:8]}/data"
+    elif case == "another region":
+        s3.faults(Fault("GET", bucket, status=301, count=99), Fault("HEAD", bucket, status=301, count=99))
+    elif case == "not S3":
+        monkeypatch.setenv("AWS_ENDPOINT_URL", not_s3.url)
     elif case == "403":
         s3.faults(Fault("GET", bucket, status=403, count=99), Fault("HEAD", bucket, status=403, count=99))
     elif case == "no credentials":

@@ -1,5 +1,6 @@
 """A real S3 server for the tests: moto's server mode (ThreadedMotoServer on 127.0.0.1), behind a fault layer that
-answers chosen requests with 503 SlowDown, 500 InternalError or 403 AccessDenied, cuts a body short, or adds a
+answers chosen requests with 503 SlowDown, 500 InternalError, 403 AccessDenied or 301 PermanentRedirect (a bucket
+of another region, its region not said: what botocore cannot follow), cuts a body short, or adds a
 delay, and logs every request it forwards (method, path, Range) so a test can say what was read.
 
     with S3Sim() as s3:
@@ -17,7 +18,8 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 412: "PreconditionFailed"}
+CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 412: "PreconditionFailed",
+         301: "PermanentRedirect"}
 
 
 @dataclass
@@ -136,6 +138,12 @@ class S3Sim:
         self._server.server_close()
         self._moto.stop()
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """The fault layer's (host, port): where a proxy in front of the server points (it keeps connections open
+        across requests, as S3 does; moto's own server closes each)."""
+        return self._server.server_address[:2]
+
     def env(self, endpoint: str | None = None) -> dict[str, str]:
         """The variables botocore reads: this server's endpoint (or `endpoint`, a proxy in front of it) and
         moto's test credentials; no profile, no instance metadata."""
@@ -188,3 +196,36 @@ class S3Sim:
     def clear_log(self) -> None:
         with self._lock:
             self._log.clear()
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _handle(self) -> None:
+        page = b"<html><body><h1>Not Found</h1></body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(page)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
+
+
+class NotS3:
+    """A web server on 127.0.0.1 that answers every request with a 404 page: an endpoint that is not S3's."""
+
+    def __enter__(self) -> "NotS3":
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="not-s3", daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

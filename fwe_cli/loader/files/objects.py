@@ -127,12 +127,17 @@ def resolve_objects(url: str, options: dict, allow_partial: bool = False,
     return objects
 
 
+def read_manifest_object(url: str, options: dict) -> object:
+    """A bootstrap manifest in an object store, parsed (SourceError naming it when it is not JSON)."""
+    try:
+        return orjson.loads(read_object(url, options))
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"cannot read bootstrap manifest {url}: {exc}") from exc
+
+
 def _bootstrap_parts(store: Store, url: str, manifest_url: str, listed: list[ObjectInfo], options: dict,
                      allow_partial: bool, verify_parts: bool) -> list[ObjectInfo]:
-    try:
-        manifest = orjson.loads(read_object(manifest_url, options))
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(f"cannot read bootstrap manifest {manifest_url}: {exc}") from exc
+    manifest = read_manifest_object(manifest_url, options)
     if is_token_manifest(manifest):
         raise no_text(url)
     problem = manifest_problem(manifest)

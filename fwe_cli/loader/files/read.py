@@ -44,8 +44,8 @@ def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, b
                                  filtered)
             for record, row, anchor in rows:
                 rid = record.get("id")
-                yield Document(text=record["text"], id=rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")), \
-                    FilePosition(piece.file, row, row), piece.on_line(anchor)
+                name = rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")
+                yield Document(text=record["text"], id=name), FilePosition(piece.file, row, row), piece.on_line(anchor)
             continue
         if floor is not None:
             start, line, align = floor.offset, floor.line, False

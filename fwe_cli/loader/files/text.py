@@ -25,7 +25,7 @@ from fwe_cli.loader.files.formats import (
     scan_parquet,
     scan_txt,
 )
-from fwe_cli.loader.files.listing import bootstrap_manifest_path, resolve_files
+from fwe_cli.loader.files.listing import bootstrap_manifest_path, read_manifest, resolve_files
 from fwe_cli.loader.files.read import read_local
 from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.sources.base import Source
@@ -166,6 +166,18 @@ class BootstrapDir(LocalFiles):
 
             return cls(spec, options) if bootstrap_manifest_url(path, options.storage_options) is not None else None
         return cls(spec, options) if bootstrap_manifest_path(path) is not None else None
+
+    def manifest(self) -> tuple[str, object] | None:
+        """(where the bootstrap's manifest is, its JSON), on this disk or in an object store; None when there is
+        none. SourceError naming a manifest that cannot be read."""
+        path = self.spec.options.local_path
+        if not is_url(path):
+            found = bootstrap_manifest_path(path)
+            return None if found is None else (found, read_manifest(found))
+        from fwe_cli.loader.files.objects import bootstrap_manifest_url, read_manifest_object
+
+        found = bootstrap_manifest_url(path, self.options.storage_options)
+        return None if found is None else (found, read_manifest_object(found, self.options.storage_options))
 
     def describe(self) -> dict:
         return dict(super().describe(), bootstrap=True)

@@ -241,5 +241,21 @@ def _make_filesystem(protocol: str, options: dict):
         config.setdefault("retries", {"total_max_attempts": 1})  # botocore's own retries: off (fwe counts its own)
         fs = cls(config_kwargs=config, skip_instance_cache=True, **options)
         fs.retries = 1  # s3fs's own retry loop: off
+        if fs.session is None:  # the session s3fs would make, with one handler more (its clients copy it)
+            from aiobotocore.session import AioSession
+
+            fs.session = AioSession(**fs.kwargs)
+            fs.session.register("before-send.s3", _small_body_at_once)
         return fs
     return cls(skip_instance_cache=True, **options)
+
+
+SMALL_BODY = 1 << 20
+
+
+def _small_body_at_once(request, **kwargs) -> None:
+    """botocore asks for `Expect: 100-continue` before every PUT's body: a round trip spent waiting for the server's
+    go-ahead, worth it for a large body (a refused one is never sent), not for a small one (a manifest, a probe, a
+    small part). The header is not signed, so it can go."""
+    if "Expect" in request.headers and int(request.headers.get("Content-Length") or SMALL_BODY) < SMALL_BODY:
+        del request.headers["Expect"]

@@ -60,3 +60,17 @@ def redact_pairs(pairs) -> list[str]:
 def redact_words(text: str) -> str:
     """NSA_FWE_STORAGE_OPTIONS's value (pairs apart by spaces) as it may be recorded."""
     return " ".join(redact_pairs(text.split()))
+
+
+def redact_argv(argv) -> list[str]:
+    """A command line as it may be recorded: each --storage-option's pair redacted (redact_pair)."""
+    out, value_next = [], False
+    for arg in argv:
+        if value_next:
+            out.append(redact_pair(arg))
+        elif arg.startswith("--storage-option="):
+            out.append("--storage-option=" + redact_pair(arg.split("=", 1)[1]))
+        else:
+            out.append(arg)
+        value_next = not value_next and arg == "--storage-option"
+    return out

@@ -38,6 +38,10 @@ class TransientStoreError(ConnectionError):
             self.response = _Answer(status)
 
 
+class UploadGone(SourceError):
+    """A multipart upload the bucket no longer knows (NoSuchUpload): aborted since, or completed by an earlier run."""
+
+
 def _chain(exc: BaseException):
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
@@ -96,6 +100,11 @@ def store_error(exc: BaseException, url: str, what: str, protocol: str) -> BaseE
         status, code, message = found
         if code == "NoSuchBucket":
             return SourceError(f"{url}: the bucket does not exist (asked {endpoint(protocol)})")
+        if not code and status not in TRANSIENT_STATUS:  # S3 names every error it answers (a HEAD's by its status)
+            return SourceError(f"{url}: {endpoint(protocol)} answered HTTP {status} with no S3 error: is it the "
+                               "object store's endpoint?")
+        if code == "NoSuchUpload":
+            return UploadGone(f"{url}: its multipart upload is gone from the bucket (NoSuchUpload)")
         if code in ("NoSuchKey", "404", "NotFound") or status == 404:
             return SourceError(f"{url}: no such object")
         if code in DENIED or status == 403:
