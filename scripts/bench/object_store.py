@@ -60,7 +60,7 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
         next(batches)
         first = time.perf_counter() - started
         t0, taken = time.perf_counter(), 0
-        for _ in batches:
+        for _ in batches if steady else ():  # a first batch's run ends at it
             taken += 1
             if taken == steady:
                 break
