@@ -38,6 +38,10 @@ def multipart_etag(md5s: list[str]) -> str:
     return f"{hashlib.md5(b''.join(bytes.fromhex(m) for m in md5s)).hexdigest()}-{len(md5s)}"
 
 
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
 class Upload:
     """The upload of one staged bootstrap directory to `url`, resumable through its journal."""
 
@@ -49,6 +53,7 @@ class Upload:
         self.sent_bytes = self.pieces_sent = 0
         self._journal: Journal | None = None
         self._pool = ThreadPoolExecutor(uploads, thread_name_prefix="fwe-upload")
+        self._hashing = ThreadPoolExecutor(2, thread_name_prefix="fwe-upload-md5")
         self._offered: set[str] = set()
         self._earlier: set[str] = set()
         """Parts an earlier run completed: confirmed in the bucket by one listing before the manifest."""
@@ -100,6 +105,7 @@ class Upload:
         with self._idle:
             self._stopping = True
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._hashing.shutdown(wait=True)
         if self._journal is not None:
             self._journal.close()
             self._journal = None
@@ -161,9 +167,10 @@ class Upload:
         with open(path, "rb") as handle:
             body = handle.read()
         if self._multipart:
+            md5 = self._hashing.submit(_md5, body)  # while the body is on its way
             got = self._s3("put_object", name, Body=body)["ETag"].strip('"')
             self._sent(len(body))
-            return self._done(name, identity, got, hashlib.md5(body).hexdigest())
+            return self._done(name, identity, got, md5.result())
         url = f"{self.url}/{name}"
         self.store.call(lambda: self.store.fs.pipe_file(url, body), "write", url)
         self._sent(len(body))
@@ -189,7 +196,7 @@ class Upload:
         with open(path, "rb") as handle:
             handle.seek((number - 1) * self.piece)
             body = handle.read(self.piece)
-        md5 = hashlib.md5(body).hexdigest()
+        digest = self._hashing.submit(_md5, body)  # while the body is on its way
         try:
             etag = self._s3("upload_part", name, UploadId=self.journal.parts[name]["upload_id"], PartNumber=number,
                             Body=body)["ETag"]
@@ -197,6 +204,7 @@ class Upload:
             self.journal.reset(name)
             raise OutputError(f"{self.url}/{name}: its multipart upload is gone from the bucket (aborted): re-run to "
                               "upload the part again") from None
+        md5 = digest.result()
         if etag.strip('"') != md5:
             raise OutputError(f"{self.url}/{name}: piece {number} arrived changed (ETag {etag}, the bytes sent have "
                               f"MD5 {md5}): re-run to send it again")

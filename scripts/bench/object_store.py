@@ -177,13 +177,14 @@ def _killed_upload(sim, env, staging) -> dict:
 
 
 def _recorded(journal: str) -> set[tuple[str, int]]:
-    """(part, piece number) of every piece the journal records sent (0 for a part put whole)."""
+    """(part, piece number) of every piece the journal records sent (number 0: a part put whole)."""
     try:
         lines = open(journal, "rb").read().split(b"\n")[1:-1]
     except FileNotFoundError:
         return set()
     events = [orjson.loads(line) for line in lines]
-    return {(e["part"], e["n"]) for e in events if "n" in e} | {(e["part"], 0) for e in events if "done" in e}
+    pieces = {(e["part"], e["n"]) for e in events if "n" in e}
+    return pieces | {(e["part"], 0) for e in events if "done" in e and not any(p == e["part"] for p, _ in pieces)}
 
 
 def parser():

@@ -81,17 +81,21 @@ def _forked(read, make=None) -> str:
     return {0: "ok", 3: "wrong bytes", 4: "raised"}.get(os.WEXITSTATUS(status), f"exit {os.WEXITSTATUS(status)}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser():
     parser = harness.bench_parser(NAME, __doc__)
     parser.add_argument("--mb", type=float, default=64, help="MB of the object (default 64)")
     parser.add_argument("--readers", type=int, default=4, help="readers sharing it: reader 0's share is read")
     parser.add_argument("--reps", type=int, default=3, help="runs of each client (default 3)")
     parser.add_argument("--rtt-ms", type=float, default=50, help="round trip to the store (default 50)")
-    args = harness.parse(parser, argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(parser(), argv)
     try:
         import obstore  # noqa: F401
     except ImportError:
-        parser.exit(2, "obstore is not installed: pip install obstore\n")
+        parser().exit(2, "obstore is not installed: pip install obstore\n")
     from tests.hubsim.proxy import RttProxy
     from tests.s3sim.server import S3Sim
 
