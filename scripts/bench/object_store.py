@@ -54,7 +54,7 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
     from fwe_cli.loader import FineWebLoader, resolve_config
 
     config = resolve_config(env={}, local_path=url, tokenizer=tokenizer, shard_mod=readers, shard_rem=reader,
-                            **SHAPE)
+                            tokenizer_threads=int(os.environ.get("BENCH_THREADS", "0")), **SHAPE)
     with FineWebLoader(config) as loader:
         batches = iter(loader)
         next(batches)
@@ -194,6 +194,9 @@ def parser():
     parser.add_argument("--reps", type=int, default=3, help="runs of each contender (default 3)")
     parser.add_argument("--rtt-ms", type=float, default=50, help="round trip to the store (default 50)")
     parser.add_argument("--steady", type=int, default=40, help="batches timed after the first (default 40)")
+    parser.add_argument("--tokenizer-threads", type=int, default=0,
+                        help="tokenizer threads of the steady runs (default 0: one per core; the simulated store "
+                             "runs on this machine's cores too: 1 leaves it one on a 2-core machine)")
     parser.add_argument("--child", nargs=6, help=argparse_hidden())
     parser.add_argument("--child-upload", nargs=3, help=argparse_hidden())
     return parser
@@ -238,12 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(os.path.getsize(os.path.join(work, name)) for name in files)
         record: dict = {"mb": args.mb, "rtt_ms": args.rtt_ms, "object_bytes": total}
         record["first_batch"] = _first_batches(args, env, url, tokenizer, files, cache)
-        steady = {}
-        for kind, where in (("s3", url), ("local", work)):
-            cmd = [sys.executable, "-m", "scripts.bench.object_store", "--child", "fwe", where, tokenizer,
-                   str(args.steady), "1", "0"]
-            steady[kind] = harness.run_json(cmd, f"steady {kind}", env=dict(env, HF_HOME=cache))["tokens_per_s"]
-        record["steady"] = dict(steady, ratio=round(steady["s3"] / steady["local"], 3))
+        runs = harness.interleaved(args.reps, {kind: lambda rep, where=where: harness.run_json(
+            [sys.executable, "-m", "scripts.bench.object_store", "--child", "fwe", where, tokenizer, str(args.steady),
+             "1", "0"], "steady", env=dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads))
+        )["tokens_per_s"] for kind, where in (("s3", url), ("local", work))})
+        steady = {kind: harness.median(values) for kind, values in runs.items()}
+        record["steady"] = dict(steady, runs=runs, threads=args.tokenizer_threads,
+                                ratio=round(steady["s3"] / steady["local"], 3))
         say(f"steady: s3 {steady['s3']:.0f} tokens/s, local {steady['local']:.0f} ({record['steady']['ratio']}x)")
         readers = []
         for reader in range(8):
