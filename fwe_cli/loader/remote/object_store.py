@@ -80,10 +80,12 @@ class Store:
 
     @property
     def fs(self):
-        """The fsspec filesystem, made on first use in each process."""
+        """The fsspec filesystem, made on first use in each process. A forked child keeps its parent's referenced, so
+        that its finalizer (closing the client's session) never runs there: the connections are the parent's."""
         if self._fs is None or self._pid != os.getpid():
             with self._lock:
                 if self._fs is None or self._pid != os.getpid():
+                    _inherited.append(self._fs)
                     self._fs, self._pid = _make_filesystem(self.protocol, self.options), os.getpid()
         return self._fs
 
@@ -202,6 +204,8 @@ def _s3_range(fs, obj: ObjectInfo, start: int, end: int) -> bytes:
 
 
 _stores: dict[tuple, Store] = {}
+_inherited: list = []
+"""Filesystems this process inherited from the one it was forked from (Store.fs): never closed here."""
 _stores_lock = threading.Lock()
 
 
