@@ -52,6 +52,7 @@ LONGEST_FIRST = (
     "tests/loader/test_tiktoken_fallback.py",
     "tests/tokens/test_crash.py",
     "tests/benchmarks/test_bench_hub_start.py",
+    "tests/benchmarks/test_bench_object_store.py",
     "tests/loader/test_hub_unreachable.py",
     "tests/loader/test_hub_resume.py",
     "tests/cli/test_json_exit_paths.py",
@@ -75,6 +76,7 @@ SLOW = (
     "tests/test_readme_commands.py",
     "tests/benchmarks/test_bench_hub_start.py",
     "tests/benchmarks/test_bench_memory.py",
+    "tests/benchmarks/test_bench_object_store.py",
     "tests/benchmarks/test_bench_reader_share.py",
     "tests/benchmarks/test_bench_throughput.py",
     "tests/benchmarks/test_bench_token_path.py",
@@ -114,6 +116,20 @@ SLOW = (
     "tests/train/test_torchtitan.py",
     "tests/train/test_worker_ranks.py",
     # single tests
+    # object stores: the fast subset keeps one test of each path (range reads and shares of JSONL, parquet row groups
+    # and --where, a resume, a state over a replaced object, a mix and a holdout, each failure's line, the bucket's
+    # upload and its resume, staging a bucket); the rest of the formats, resumes and worlds are slow
+    "tests/loader/test_object_store.py::test_an_s3_prefix_gives_the_batches_of_the_same_files_on_disk",
+    "tests/loader/test_object_store.py::test_a_glob_and_a_single_object_name_what_they_name",
+    "tests/loader/test_object_store.py::test_an_s3_source_resumes_exactly[parquet]",
+    "tests/loader/test_object_store.py::test_an_s3_source_resumes_exactly[gz]",
+    "tests/loader/test_object_store.py::test_shuffled_best_fit_rows_resume_exactly",
+    "tests/loader/test_object_store.py::test_four_readers_resume_as_three_delivering_every_document_once",
+    "tests/loader/test_object_store_faults.py::test_two_dataloader_workers_each_read_their_share_of_a_bucket",
+    "tests/loader/test_object_store_faults.py::test_each_store_failure_is_one_line_naming_the_url_or_variable_exit_4"
+    "[another region]",  # botocore's region redirector asks again before it gives up
+    "tests/bootstrap/test_bucket.py::test_doctor_checks_a_buckets_access_one_line_each",  # doctor: torch, the Hub
+    "tests/loader/test_head_tail.py::test_a_bootstrap_kept_in_a_bucket_continues_from_the_hub",  # the Hub, and S3
     "tests/bootstrap/test_hub_units.py::test_a_datasets_reader_bootstrap_is_not_resumed_by_the_native_reader",
     "tests/bootstrap/test_sources.py::test_hub_bootstrap_records_and_pins_the_revision_across_a_resume",
     "tests/bootstrap/test_sources.py::test_hub_positions_resume_exactly",
@@ -167,8 +183,8 @@ SLOW = (
 
 
 def is_slow(nodeid: str) -> bool:
-    """Whether SLOW names the test's module or the test itself (any of its parameters)."""
-    return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW
+    """Whether SLOW names the test's module, the test itself (any of its parameters) or one of its parameters."""
+    return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW or nodeid in SLOW
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the markers
@@ -185,3 +201,23 @@ def pytest_collection_modifyitems(items):
 # The test Hub server's fixtures (hubsim_root, hubsim_server, hub): see tests/hubsim/fixtures.py; the opt-in CPU
 # accounting (FWE_TEST_CPU=FILE): tests/cpu_account.py.
 pytest_plugins = ["tests.hubsim.fixtures", "tests.cpu_account"]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server behind the fault layer (tests/s3sim), one per test process."""
+    from tests.s3sim.server import S3Sim
+
+    with S3Sim() as sim:
+        yield sim
+
+
+@pytest.fixture()
+def s3(s3_server, monkeypatch):
+    """The test S3 server with botocore's variables pointing at it for this test, no faults, an empty request log."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    s3_server.faults()
+    s3_server.clear_log()
+    yield s3_server
+    s3_server.faults()

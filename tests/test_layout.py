@@ -29,7 +29,7 @@ HEAVY = ("datasets", "pyarrow", "torch", "tokenizers")
 # the state (what a reader saved, how a world continues another), a reader's documents, the producer, the public
 # iterator.
 LOADER_PARTS = ("documents", "limits", "flow", "remote", "rows", "shard", "tokenization", "sources", "files", "hub",
-                "compose", "config", "state", "stream", "pipeline", "fineweb_loader", "__init__")
+                "compose", "variables", "config", "state", "stream", "pipeline", "fineweb_loader", "__init__")
 MAX_LOADER_PARTS = 20
 MAX_SOURCES_MODULES = 14
 
@@ -220,15 +220,15 @@ def test_importing_the_package_imports_nothing_else():
 
 
 def test_the_core_names_no_source_kind_and_probes_no_capability():
-    """The loader's own modules (those outside the sources' wings and config: the pipeline, loader, stream, state,
-    rows, flow, remote, documents, ...) know no source kind's notions (a bootstrap's head and tail, parts, origins:
+    """The loader's own modules (those outside the sources' wings, config and its variables: the pipeline, loader,
+    stream, state, rows, flow, remote, documents, ...) know no source kind's notions (a bootstrap's head and tail, parts, origins:
     those live in their source's module), and nothing probes a source or the pipeline for a capability with
     getattr/hasattr: the Source base declares each."""
     import re
 
     notions = re.compile(r'head_docs|\.origin\b|"part"|"head"|"tail"')
     probes = re.compile(r"(getattr|hasattr)\((self\.)?(pipeline|source|documents|opened|p\.documents)\b")
-    outside_core = ("sources", "files", "hub", "compose", "tokenization", "config")
+    outside_core = ("sources", "files", "hub", "compose", "tokenization", "variables", "config")
     core = [path for name, path in MODULES.items() if _loader_part(name) not in (None, *outside_core)]
     assert len(core) > 20  # the probe reads what it claims to
     found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted(core)

@@ -16,6 +16,8 @@ from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import Shard, check_reading_settings
 from fwe_cli.loader.files.bootstrap_format import Layout
 from fwe_cli.loader.limits import check_limit
+from fwe_cli.loader.remote.object_store import is_url
+from fwe_cli.loader.remote.storage_options import parse_storage_options
 from fwe_cli.loader.shard import slurm_shard
 from fwe_cli.loader.sources.registry import source_class
 from fwe_cli.loader.sources.spec import SOURCE_FLAGS, SourceSpec
@@ -60,6 +62,9 @@ class BootstrapConfig:
     """fsync and record a resume point every this many bytes; a kill -9 redoes at most this much."""
     force: bool = False
     """Replace an existing output (ours only) instead of resuming it or refusing different arguments."""
+    storage_options: tuple[str, ...] = ()
+    """KEY=VALUE options of the object store's filesystem for an s3:// (gs://, az://, hf://) --source or --out
+    (--storage-option; remote.storage_options), as the loader's."""
 
     def __post_init__(self) -> None:
         if not self.out:
@@ -69,6 +74,8 @@ class BootstrapConfig:
         if not isinstance(self.source, SourceSpec):
             raise ConfigError(f"source must be a SourceSpec, got {self.source!r}")
         check_reading_settings(self.bad_records, self.shard)
+        object.__setattr__(self, "storage_options", tuple(self.storage_options))
+        parse_storage_options(self.storage_options)
         if self.workers is not None:
             check_limit("workers", self.workers, "--workers")
         check_limit("downloads", self.downloads, "--downloads")
@@ -83,11 +90,19 @@ class BootstrapConfig:
                               "give --hub-reader datasets (it filters each row), or bootstrap with --fields all and "
                               "read the bootstrap with --where")
         local_path = read.to_json().get("local_path")
-        if local_path is not None:
+        if local_path is not None and not is_url(local_path):
             src, out = os.path.abspath(local_path), os.path.abspath(self.out)
             if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
                 raise ConfigError(f"--out {self.out} is inside the source --local-path {local_path}: "
                                   "the output would become part of its own input")
+
+
+def staging_for(url: str) -> str:
+    """Where `fwe bootstrap --out URL` stages the bootstrap before uploading it (bootstrap.bucket): a folder of
+    data/fwe_staging (under the current directory) named by the URL, so a re-run finds and resumes it."""
+    import hashlib
+
+    return os.path.join("data", "fwe_staging", hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16])
 
 
 def split_of(spec: SourceSpec) -> tuple[SourceSpec, dict]:
@@ -121,6 +136,8 @@ def bootstrap_config(out: str, gb: float | None = None, target_bytes: int | None
         raise ConfigError(f"--file-mb applies to a directory output; {out} is a single .jsonl file")
     values = {k: v for k, v in settings.items() if v is not None and k not in SOURCE_FLAGS}
     spec = {k: v for k, v in settings.items() if v is not None and k in SOURCE_FLAGS}
+    if source is not None and is_url(source):  # --source s3://bucket/prefix: a bucket staged on this disk
+        source, local_path = None, source
     if source is not None:
         spec["source"] = source
     if local_path is not None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 from fwe_cli.bootstrap.hub_download import Fetcher
 from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub.listing import HubFile
-from fwe_cli.loader.hub.ranges import column_span, fetch_range, parquet_footer
+from fwe_cli.loader.hub.ranges import fetch_range, parquet_footer
+from fwe_cli.loader.remote.parquet_spans import column_span
 
 ROW_OVERHEAD = 24  # bytes of JSON around a row's text and id: {"text":"","id":""} and the newline
 LOOKAHEAD_GROUPS = 4  # by row group: at most this many fetched ahead of the converter

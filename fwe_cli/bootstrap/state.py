@@ -15,6 +15,8 @@ from fwe_cli.artifacts import utc_iso
 from fwe_cli.bootstrap.config import BootstrapConfig, split_of
 from fwe_cli.errors import OutputError
 from fwe_cli.loader.files.bootstrap_format import FORMAT, Layout
+from fwe_cli.loader.remote.object_store import local_or_url
+from fwe_cli.loader.remote.storage_options import parse_storage_options
 from fwe_cli.loader.sources import registry
 from fwe_cli.loader.sources.bad_records import BadRecords
 from fwe_cli.loader.sources.records import Records
@@ -33,7 +35,7 @@ def identity(config: BootstrapConfig, layout: Layout) -> dict:
     args.update(where_from(config))
     args.update(split)  # holdout, holdout_split: absent for a bootstrap of the whole source
     if args.get("local_path") is not None:
-        args["local_path"] = os.path.abspath(args["local_path"])
+        args["local_path"] = local_or_url(args["local_path"])
     return args
 
 
@@ -120,7 +122,8 @@ def open_source(config: BootstrapConfig, layout: Layout, manifest: dict | None):
     whose files bootstrap downloads (the native Hub reader) a HubFileStream (both give position(), bad, and (record,
     line) pairs). A Hub source is read at the commit the manifest pins (a new run: the commit the Hub names now)."""
     resume = manifest["resume"] if manifest else None
-    options = ReadOptions(strict=config.bad_records == "error")
+    options = ReadOptions(strict=config.bad_records == "error",
+                          storage_options=parse_storage_options(config.storage_options))
     pinned = manifest.get("revision") if manifest else None
     source = registry.open_source(_at_revision(config.source, pinned) if pinned else config.source, options)
     if source.copies_whole_files:
@@ -158,7 +161,7 @@ def fresh_manifest(config: BootstrapConfig, layout: Layout, stream) -> dict:
         "config": where.get("name"),
         "split": where.get("split"),
         "revision": stream.revision,
-        "local_path": os.path.abspath(where["local_path"]) if "local_path" in where else None,
+        "local_path": local_or_url(where["local_path"]) if "local_path" in where else None,
         "seed": where.get("seed"),
         "shard": {"mod": config.shard.mod, "rem": config.shard.rem, "by": "file" if by_file else "document",
                   "from": config.shard_origin},

@@ -15,7 +15,15 @@ from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, p
 from fwe_cli.bootstrap.config import DEFAULT_CHECKPOINT_MB, DEFAULT_FILE_MB, bootstrap_config
 from fwe_cli.cli.exit_codes import BOOTSTRAP_EXIT_CODES_HELP, EXIT_INTERRUPTED
 from fwe_cli.cli.invocation import Run
-from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import (
+    HOLDOUT_HELP,
+    HOLDOUT_SPLIT_HELP,
+    SPLIT_HELP,
+    ArtifactsDir,
+    JsonFlag,
+    fwe_command,
+    storage_option_flag,
+)
 from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import BootstrapProgress, StopOnSignal, tokenize_with_progress
 from fwe_cli.errors import FweError
@@ -45,6 +53,10 @@ From the Hub, the parquet files are downloaded (over several connections, sha256
   fwe bootstrap --gb 0.1 --out /data/fwe_eval --hub-reader datasets --holdout 0.01 --holdout-split holdout    (an evaluation set: the documents every run with --holdout 0.01 leaves out)
 
   fwe bootstrap --gb 5 --out /data/fwe --tokenize gpt2    (then token shards in /data/fwe/tokens/, as `fwe tokenize`)
+
+  fwe bootstrap --gb 50 --out s3://team-bucket/fineweb-edu    (staged in data/fwe_staging/, then uploaded: parallel multipart uploads, verified, manifest last; a re-run resumes without re-sending finished pieces)
+
+  fwe bootstrap --gb 5 --source s3://team-bucket/fineweb-edu --out /data/fwe    (a bucket staged on this disk)
 
 With --tokenize T, once the text is staged it is tokenized into OUT/tokens/ (OUT.tokens/ beside a single .jsonl): llm.c token shards + manifest, resumable the same way (see `fwe tokenize --help`, runbooks/tokens.md).
 """
@@ -83,7 +95,10 @@ def _context(config) -> dict:
     """What the artifact records besides the result: the command line, host (free disk of --out) and versions."""
     from fwe_cli.loader.files.bootstrap_format import Layout
 
-    return {"command": "bootstrap", "argv": sys.argv[1:], **provenance(Layout.for_out(config.out).directory)}
+    from fwe_cli.loader.remote.storage_options import redact_argv
+
+    directory = Layout.for_out(config.out).directory
+    return {"command": "bootstrap", "argv": redact_argv(sys.argv[1:]), **provenance(directory)}
 
 
 def _verify(out: str, json_out: bool, run: Run) -> None:
@@ -104,7 +119,8 @@ Gb = _opt(float, "--gb", help="GB (10^9 bytes) of JSONL to stage; fractions work
 DEFAULT_OUT = os.path.join("data", "fwe_bootstrap")
 Out = _opt(str, "--out", help="Output directory (parts + manifest.json), or a path ending in .jsonl for one file. "
                               f"Default {DEFAULT_OUT} (under the current directory).")
-Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic. Default hub; --local-path implies local.")
+Source = _opt(str, "--source", panel=PANEL, help="hub | local | synthetic, or a bucket URL (s3://b/prefix: read as "
+                                                 "--local-path). Default hub; --local-path implies local.")
 LocalPath = _opt(str, "--local-path", panel=PANEL, help="Local JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")
 Dataset = _opt(str, "--dataset", panel=PANEL, help="Hub dataset repo. Default HuggingFaceFW/fineweb-edu.")
 Name = _opt(str, "--name", panel=PANEL, help="Hub dataset config. Default sample-10BT.")
@@ -113,6 +129,7 @@ Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION",
                                                 help=HOLDOUT_HELP + ". Needs --hub-reader datasets for the Hub.")]
 HoldoutSplit = _opt(str, "--holdout-split", panel=PANEL, help=HOLDOUT_SPLIT_HELP)
 Seed = _opt(int, "--seed", panel=PANEL, help="Synthetic source seed. Default 0.")
+StorageOption = storage_option_flag(PANEL)
 Where = _opt(str, "--where", panel=PANEL,
              help="Copy only the records that pass: comparisons of the source's columns (JSONL fields) joined by "
                   "`and`, e.g. \"int_score >= 3\". Local JSONL/parquet, synthetic, --hub-reader datasets; not TXT, "
@@ -160,6 +177,7 @@ def bootstrap(
     holdout: Holdout = None,
     holdout_split: HoldoutSplit = None,
     seed: Seed = None,
+    storage_option: StorageOption = None,
     where: Where = None,
     shard_mod: ShardMod = None,
     shard_rem: ShardRem = None,
@@ -188,19 +206,30 @@ def bootstrap(
     if gb is None:
         raise typer.BadParameter("--gb is required: how many GB to stage (e.g. 5, or 0.01 for a try-out)",
                                  param_hint="--gb")
+    bucket, out = _bucket_out(out)
+    if bucket is not None and tokenize is not None:
+        raise typer.BadParameter(f"--out {bucket}: token shards are not uploaded to a bucket; bootstrap into it, then "
+                                 "run fwe tokenize on a local copy", param_hint="--tokenize")
     config = bootstrap_config(out=out, gb=gb, file_mb=file_mb, checkpoint_mb=checkpoint_mb, source=source,
                               local_path=local_path, dataset=dataset, name=name, split=split, seed=seed, where=where,
                               holdout=holdout, holdout_split=holdout_split,
                               shard_mod=shard_mod, shard_rem=shard_rem, hub_reader=hub_reader, workers=workers,
-                              downloads=downloads, bad_records=bad_records, fields=fields, force=force)
+                              downloads=downloads, bad_records=bad_records, fields=fields, force=force,
+                              storage_options=tuple(storage_option or ()))
     tokens_config = _tokens_config(config, tokenize, shard_tokens, force)
     artifact = artifact_path(str(artifacts_dir), "bootstrap")
     prepare_output_dir(os.path.dirname(artifact))  # before hours of copying, not after
     try:
         with StopOnSignal() as stopper, BootstrapProgress() as reporter:
-            from fwe_cli.bootstrap.run import run_bootstrap
+            if bucket is None:
+                from fwe_cli.bootstrap.run import run_bootstrap
 
-            result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+                result = run_bootstrap(config, on_progress=reporter, should_stop=stopper.stop.is_set)
+            else:  # each part uploaded as soon as it is staged, the manifest last
+                from fwe_cli.bootstrap.bucket import bootstrap_into
+
+                console.print(f"staging in {escape(config.out)}, uploading to {escape(bucket)}", soft_wrap=True)
+                result = bootstrap_into(config, bucket, reporter, stopper.stop.is_set)
         if tokens_config is not None and result["outcome"] != "interrupted":
             tokens = tokenize_with_progress(tokens_config, stopper)
             result["tokens"] = {k: v for k, v in tokens.items() if k != "manifest"}
@@ -224,6 +253,19 @@ def bootstrap(
     if result["outcome"] == "interrupted":
         console.print("[yellow]interrupted:[/] resume point saved; re-run the same command to continue")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _bucket_out(out: str) -> tuple[str | None, str]:
+    """(the bucket URL, the local folder it is staged in) for --out s3://..., else (None, out)."""
+    from fwe_cli.bootstrap.config import staging_for
+    from fwe_cli.loader.remote.object_store import is_url
+
+    if not is_url(out):
+        return None, out
+    if out.endswith(".jsonl"):
+        raise typer.BadParameter(f"--out {out}: a bucket holds a directory bootstrap (parts + manifest.json); drop "
+                                 "the .jsonl ending", param_hint="--out")
+    return out, staging_for(out)
 
 
 def _tokens_config(config, tokenizer: str | None, shard_tokens: int | None, force: bool):

@@ -30,6 +30,8 @@ Examples:
   fwe doctor --ranks 1024 --workers 8 --tokens-per-s 128e6
 
   fwe doctor --json --local-path /data/fwe_bootstrap --out /data/fwe_bootstrap
+
+  fwe doctor --bucket s3://team-bucket/fineweb-edu --bucket-write    (list, read, write: one line each)
 """
 EPILOG = f"Exit codes: 0 reported (problems are listed, not fatal); {EXIT_USAGE} bad usage."
 
@@ -86,6 +88,9 @@ def _table(report: dict) -> Table:
             f"{quota['nodes']} nodes, {quota['dataset']['files']} files, {quota['source']}"))
     elif quota is not None:
         table.add_row("hub resolves", escape(quota["detail"]))
+    for check in report.get("bucket", {}).get("checks", []):
+        table.add_row(f"bucket {check['check']}", ("[green]ok[/] " if check["ok"] else "[red]failed[/] ")
+                      + escape(check["detail"]))
     for problem in report["problems"]:
         table.add_row("[yellow]problem[/]", escape(problem))
     return table
@@ -100,6 +105,10 @@ def doctor(
     tokenizer: Annotated[str, typer.Option(help="Tokenizer whose cache to check: byte | path | Hub id.")] = "gpt2",
     local_path: _opt(str, "--local-path", help="Where local data is read from (free disk reported).") = None,
     out: _opt(str, "--out", help="Where a bootstrap would write (free disk reported).") = None,
+    bucket: _opt(str, "--bucket", help="An object store's URL (s3://bucket/prefix, gs://, az://, hf://) whose access "
+                                       "is checked: list, read (and write with --bucket-write), one line each.") = None,
+    bucket_write: Annotated[bool, typer.Option("--bucket-write", help="With --bucket: also put and remove a small "
+                                                                     "probe object there.")] = False,
     hub_timeout: Annotated[float, typer.Option("--hub-timeout", min=0.1, max=60,
                                                help="Seconds the Hub's HEAD may take.")] = 3.0,
     ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, show_default=False,
@@ -124,7 +133,8 @@ def doctor(
     job = None if ranks is None else {"ranks": ranks, "workers": workers, "tokens_per_s": tokens_per_s,
                                       "ranks_per_node": ranks_per_node, "shuffle": shuffle}
     report = run_doctor(dataset=dataset or defaults.dataset, name=name or defaults.name, split=split or defaults.split,
-                        revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout, job=job)
+                        revision=revision, tokenizer=tokenizer, paths=paths, timeout=hub_timeout, job=job,
+                        bucket=bucket, bucket_write=bucket_write)
     console.print(_table(report))
     if json_out:
         run.print_json(report)

@@ -34,9 +34,22 @@ HOLDOUT_HELP = ("Hold out this fraction of the documents (0 <= F < 1) as an eval
 HOLDOUT_SPLIT_HELP = ("train | holdout: with --holdout, read the documents not held out (train) or the held-out ones "
                       "(holdout). Default train.")
 
+STORAGE_OPTION_HELP = ("An option of the object store's filesystem for an s3:// gs:// az:// hf:// URL (s3fs, gcsfs, "
+                       "adlfs: anon=true, endpoint_url=URL, client_kwargs.region_name=R; repeat it), as datasets' "
+                       "storage_options; credentials come from where their tools read them (AWS_*, "
+                       "GOOGLE_APPLICATION_CREDENTIALS, ...); a secret's value is recorded as <redacted>")
+
+
+def storage_option_flag(panel: str) -> object:
+    """--storage-option for a command that declares its own source flags (bootstrap, tokenize)."""
+    return Annotated[Optional[list[str]], typer.Option("--storage-option", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP
+                                                       + ".", rich_help_panel=panel, show_default=False)]
+
+
 LOADER_OPTIONS: dict[str, tuple[object, object]] = {
     "source": (Optional[str], _opt("--source", help="hub | local | synthetic. Default hub; --local-path implies local.")),
-    "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir.")),
+    "local_path": (Optional[str], _opt("--local-path", help="JSONL/TXT/parquet file, directory, glob, or bootstrap dir; or an object store's URL: s3://bucket/prefix, gs://, az://, hf://datasets/... (see runbooks/object-stores.md).")),
+    "storage_options": (Optional[list[str]], _opt("--storage-option", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP + " (env NSA_FWE_STORAGE_OPTIONS, space apart).")),
     "mix": (Optional[str], _opt("--mix", help="A JSON or TOML file naming several sources with weights (shares of tokens, or of documents); their documents are mixed in that ratio, exactly and deterministically (env NSA_FWE_MIX). See runbooks/mix.md.")),
     "tail": (Optional[str], _opt("--tail", help="hub: with --local-path BOOTSTRAP_DIR (a bootstrap of the Hub), continue from the Hub at the first document it did not copy, same revision: the Hub's stream, its head read from disk (env NSA_FWE_TAIL). Default: none.")),
     "grow": (Optional[bool], _opt("--grow", help="With --tail hub: append the Hub documents read after the bootstrap to it as new parts (crash-safe, under its lock), so the next job starts local for longer (env NSA_FWE_GROW=1).")),

@@ -18,7 +18,8 @@ from fwe_cli.cli.output import console, fmt_s, report_failure
 from fwe_cli.cli.regression_gate import Baseline, MaxRegression, print_gate
 from fwe_cli.errors import ConfigError, FweError, HardTimeout, OutputError
 from fwe_cli.loader.compose.mix_file import SOURCE_WORDS as NAMING_WORDS
-from fwe_cli.loader.config import env_snapshot, resolve_config
+from fwe_cli.loader.config import resolve_config
+from fwe_cli.loader.variables import env_snapshot
 from fwe_cli.loader.limits import check_limit
 
 HELP = """Pull the first batches under a hard timeout and check them (shape, dtype, id range, separators).

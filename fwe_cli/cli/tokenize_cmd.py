@@ -13,7 +13,14 @@ from rich.table import Table
 
 from fwe_cli.artifacts import artifact_path, error_record, prepare_output_dir, provenance, write_json
 from fwe_cli.cli.exit_codes import EXIT_INTERRUPTED, TOKENIZE_EXIT_CODES_HELP
-from fwe_cli.cli.options import HOLDOUT_HELP, HOLDOUT_SPLIT_HELP, ArtifactsDir, JsonFlag, fwe_command
+from fwe_cli.cli.options import (
+    HOLDOUT_HELP,
+    HOLDOUT_SPLIT_HELP,
+    ArtifactsDir,
+    JsonFlag,
+    fwe_command,
+    storage_option_flag,
+)
 from fwe_cli.cli.invocation import Run
 from fwe_cli.cli.output import console, holdout_line, report_verify, write_failure_artifact
 from fwe_cli.cli.progress import StopOnSignal, tokenize_with_progress
@@ -21,7 +28,7 @@ from fwe_cli.errors import FweError
 
 HELP = """Tokenize documents once into token shards (llm.c's .bin format), then train at memory speed.
 
-SRC is anything --local-path takes: a bootstrap directory, JSONL/TXT/parquet files, a directory or a glob; its documents are read in the loader's order. Shards are OUT/fineweb_train_000000.bin, ...: a 1 KiB header (magic 20240520, version, token count), then uint16 tokens (uint32, version 2, for a vocabulary over 65,535), the end-of-text token before every document; a document index NAME.idx.npy beside each; whole documents only, at most --shard-tokens per shard. OUT/manifest.json lists them with sha256, the tokenizer and its vocabulary hash.
+SRC is anything --local-path takes: a bootstrap directory, JSONL/TXT/parquet files, a directory or a glob, or an object store's URL (s3://bucket/prefix, gs://, az://, hf://: --storage-option KEY=VALUE as for the loader); its documents are read in the loader's order. Shards are OUT/fineweb_train_000000.bin, ...: a 1 KiB header (magic 20240520, version, token count), then uint16 tokens (uint32, version 2, for a vocabulary over 65,535), the end-of-text token before every document; a document index NAME.idx.npy beside each; whole documents only, at most --shard-tokens per shard. OUT/manifest.json lists them with sha256, the tokenizer and its vocabulary hash.
 
 Safe to interrupt: a shard is written under a temporary name, fsynced and renamed, then listed in the manifest with where the next one starts. After Ctrl-C, kill -9 or a full disk, re-running the same command continues from the last whole shard and ends byte-identical to an uninterrupted run. Other arguments (tokenizer, source, shard size) against an existing output are refused (--force starts over).
 
@@ -131,6 +138,7 @@ BadRecords = _opt(str, "--bad-records", help="Malformed source record: skip (cou
 Holdout = Annotated[Optional[str], typer.Option("--holdout", metavar="FRACTION", show_default=False,
                                                 help=HOLDOUT_HELP + ".")]
 HoldoutSplit = _opt(str, "--holdout-split", help=HOLDOUT_SPLIT_HELP)
+StorageOption = storage_option_flag(None)
 Force = Annotated[bool, typer.Option("--force", help="Start over: delete this output's own files (never others).")]
 Verify = Annotated[bool, typer.Option("--verify", help="Only check --out: re-hash every shard and index.")]
 Task = _opt(int, "--task", help="This task's number, 0 <= I < --tasks. Default: SLURM_ARRAY_TASK_ID - "
@@ -152,6 +160,7 @@ def tokenize(
     bad_records: BadRecords = None,
     holdout: Holdout = None,
     holdout_split: HoldoutSplit = None,
+    storage_option: StorageOption = None,
     task: Task = None,
     tasks: Tasks = None,
     merge: Merge = False,
@@ -167,7 +176,10 @@ def tokenize(
         _verify(out, json_out, run)
         return
     artifact = artifact_path(str(artifacts_dir), "tokenize")
-    context = {"command": "tokenize", "argv": sys.argv[1:], **provenance(os.path.dirname(os.path.abspath(out)))}
+    from fwe_cli.loader.remote.storage_options import redact_argv
+
+    context = {"command": "tokenize", "argv": redact_argv(sys.argv[1:]),
+               **provenance(os.path.dirname(os.path.abspath(out)))}
     if merge:
         _merge(src or [], out, force, artifact, context, json_out, run)
         return
@@ -183,7 +195,8 @@ def tokenize(
     from fwe_cli.tokens.run import tokenize_config
 
     config = tokenize_config(src[0], out, tokenizer, shard_tokens, threads, tokenizer_backend, bad_records, force,
-                             task, tasks, holdout=holdout, holdout_split=holdout_split)
+                             task, tasks, holdout=holdout, holdout_split=holdout_split,
+                             storage_options=storage_option)
     prepare_output_dir(os.path.dirname(artifact))
     try:
         with StopOnSignal() as stopper:

@@ -1,8 +1,6 @@
-"""Loader configuration: one frozen dataclass, and the one place that reads the users' variables.
-
-Precedence is flag > environment variable > default, applied only in `resolve_config`. Every bad value
-raises `ConfigError` with a one-line message naming the setting and the value.
-"""
+"""Loader configuration: one frozen dataclass, and the one place that resolves a setting. Precedence is flag >
+environment variable (the users' variables and how their text is read: loader.variables) > default, applied only in
+`resolve_config`. Every bad value raises `ConfigError` with a one-line message naming the setting and the value."""
 
 from __future__ import annotations
 
@@ -14,35 +12,16 @@ from typing import Any, Mapping
 from fwe_cli.errors import ConfigError, SettingError
 from fwe_cli.loader.compose.mix_file import SOURCE_WORDS, named_source
 from fwe_cli.loader.limits import LIMITS, check_limit
+from fwe_cli.loader.remote.storage_options import parse_storage_options, redact_pairs
 from fwe_cli.loader.shard import RANK_VARS, Shard, rank_from_env
 from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec
 from fwe_cli.loader.tokenization.names import TOKENIZER_BACKENDS
+from fwe_cli.loader.variables import ENV_VARS, parse_variable
 
-BAD_RECORD_POLICIES = ("skip", "error")
-PACKINGS = ("stream", "greedy", "best-fit")
+BAD_RECORD_POLICIES, PACKINGS = ("skip", "error"), ("stream", "greedy", "best-fit")
 DEFAULT_PACK_BUFFER = 1000  # runbooks/benchmarks.md: best-fit's crop and speed by buffer size
 
-# The users' environment variables -> (config field, parser name). Read nowhere else.
-ENV_VARS: dict[str, str] = {
-    "NSA_FWE_DOC_BATCH": "doc_batch",
-    "NSA_FWE_PREFETCH": "prefetch",
-    "NSA_FWE_Q": "queue_depth",
-    "NSA_FWE_REPORT_DOCS": "report_docs",
-    "NSA_FWE_WARMUP_BATCHES": "warmup_batches",
-    "NSA_FWE_WARMUP_TIMEOUT": "warmup_timeout",
-    "NSA_FWE_TOKENIZER_THREADS": "tokenizer_threads",
-    "NSA_FWE_TAIL": "tail",
-    "NSA_FWE_GROW": "grow",
-    "NSA_FWE_MIX": "mix",
-    "NSA_FWE_HOLDOUT": "holdout",
-    "NSA_FWE_PACK": "pack",
-}
-
 SHARD_FROM = ("flags", *RANK_VARS, "default")
-
-_TRUE = {"1", "true", "yes", "on", "y", "t"}
-_FALSE = {"0", "false", "no", "off", "n", "f", ""}
-
 
 @dataclass(frozen=True)
 class LoaderConfig:
@@ -131,6 +110,8 @@ class LoaderConfig:
     """Passes over the data; the stream ends after the last."""
     epoch: int = 0
     """The epoch the stream begins at (a DataLoader pass's: set_epoch); a resume takes its state's."""
+    storage_options: tuple[str, ...] = ()
+    """KEY=VALUE options of an object store's filesystem (--storage-option; NSA_FWE_STORAGE_OPTIONS: space apart)."""
 
     def __post_init__(self) -> None:
         for name in NUMERIC_FIELDS:
@@ -143,6 +124,8 @@ class LoaderConfig:
             if refusal:
                 raise ConfigError(refusal)
         check_reading_settings(self.bad_records, self.shard)
+        object.__setattr__(self, "storage_options", tuple(self.storage_options))
+        parse_storage_options(self.storage_options)
         if self.shard_from not in SHARD_FROM:
             raise ConfigError(f"shard_from must be one of {', '.join(SHARD_FROM)}; got {self.shard_from!r}")
         for name in ("verify_parts", "labels", "boundaries", "bos"):
@@ -172,10 +155,12 @@ class LoaderConfig:
         """A copy with `changes` (fields by name: the source as a SourceSpec), validated like any construction."""
         return dataclasses.replace(self, **changes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, secrets: bool = False) -> dict[str, Any]:
         """The config as JSON, keys named as the fields (the source as its spec's JSON, the shard as {mod, rem}): what
-        artifacts record and a measured run's child process is handed (`from_json` reads it back)."""
+        artifacts record and a measured run's child process is handed (`from_json` reads it back). A storage option
+        that holds a secret is redacted (remote.storage_options) unless `secrets`."""
         plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("source", "shard")}
+        plain["storage_options"] = list(self.storage_options) if secrets else redact_pairs(self.storage_options)
         return {"source": self.source.to_json(), **plain, "shard": dataclasses.asdict(self.shard)}
 
     @classmethod
@@ -194,7 +179,7 @@ class LoaderConfig:
         """How the source is read (policy, not which documents)."""
         return ReadOptions(strict=self.bad_records == "error", allow_partial=self.allow_partial,
                            verify_parts=self.verify_parts, hub_cache=self.hub_cache, tokenizer=self.tokenizer,
-                           grow=self.grow)
+                           grow=self.grow, storage_options=parse_storage_options(self.storage_options))
 
 
 def check_reading_settings(bad_records: str, shard: Any) -> None:
@@ -206,31 +191,6 @@ def check_reading_settings(bad_records: str, shard: Any) -> None:
 
 
 NUMERIC_FIELDS = tuple(name for name in LoaderConfig.__dataclass_fields__ if name in LIMITS)
-
-
-def parse_bool(setting: str, raw: str) -> bool:
-    text = raw.strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{setting}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
-
-
-def _parse_env(var: str, raw: str, name: str) -> Any:
-    """Parse an environment variable's text to the type of the field's default, within the field's limits."""
-    template = LoaderConfig.__dataclass_fields__[name].default
-    if isinstance(template, bool):
-        return parse_bool(var, raw)
-    if isinstance(template, str):  # a word the config checks (naming the variable)
-        return raw.strip()
-    try:
-        value = int(raw.strip()) if isinstance(template, int) else float(raw.strip())
-    except ValueError:  # also an integer of more digits than Python converts (sys.get_int_max_str_digits)
-        kind = "an integer" if isinstance(template, int) else "a number"
-        raise ConfigError(f"{var}={raw!r} is not {kind}") from None
-    check_limit(name, value, var, repr(raw))
-    return value
 
 
 def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str, str] | None = None,
@@ -256,7 +216,7 @@ def resolve_config(env: Mapping[str, str] | None = None, flag_names: Mapping[str
             if name in SOURCE_WORDS:  # a source's word: its spec checks it
                 source[name] = raw.strip()
             else:
-                values[name] = _parse_env(var, raw, name)
+                values[name] = parse_variable(var, raw, name, defaults[name].default)
             if flags.get(name) is None:
                 typed[name] = var
     for name, value in flags.items():
@@ -292,9 +252,3 @@ def _build(values: dict[str, Any], env: Mapping[str, str], shard_mod: int | None
         values.setdefault("rank", values["shard"].rem)
     values["source"] = named_source(source)
     return LoaderConfig(**values)
-
-
-def env_snapshot(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The users' variables that are set, for recording in artifacts."""
-    env = os.environ if env is None else env
-    return {var: env[var] for var in ENV_VARS if var in env}

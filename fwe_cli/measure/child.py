@@ -25,6 +25,7 @@ PHASES = ("interpreter_start", "imports", "tokenizer_ready", "source_opened", "f
 SLOW_DOC_BATCH_HOOK = "FWE_TEST_SLOW_DOC_BATCH"
 TEST_HOOK_VARS = (SLOW_DOC_BATCH_HOOK,)
 PARENT_PID_VAR = "FWE_MEASURE_PARENT_PID"
+STORAGE_OPTIONS_VAR = "FWE_MEASURE_STORAGE_OPTIONS"  # the config's storage options, secrets included (JSON list)
 
 
 def _plant_slow_doc_batch(doc_batch: int) -> dict | None:
@@ -159,6 +160,8 @@ def main(t0_wall: float) -> None:
     from fwe_cli.measure.hub_requests import hub_requests, requests_sent, start_counting, uses_hub
 
     config = LoaderConfig.from_json(spec["config"])
+    if os.environ.get(STORAGE_OPTIONS_VAR):  # the spec's are redacted (LoaderConfig.to_json)
+        config = config.replace(storage_options=tuple(orjson.loads(os.environ[STORAGE_OPTIONS_VAR])))
     counting = False
     for module in config.source.heavy_imports():  # part of the imports phase (datasets for its reader)
         importlib.import_module(module)

@@ -27,9 +27,10 @@ import orjson
 import fwe_cli
 from fwe_cli.artifacts import error_record, provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError, FweError, KpiMissed, RunFailed, RunsFailed, SourceError
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.variables import env_snapshot
 from fwe_cli.loader.sources.registry import open_source
-from fwe_cli.measure.child import PARENT_PID_VAR
+from fwe_cli.measure.child import PARENT_PID_VAR, STORAGE_OPTIONS_VAR
 from fwe_cli.measure.plan import RunEvent, RunPlan
 from fwe_cli.measure.stall_split import pooled, stall_line
 from fwe_cli.measure.warmup import combine
@@ -165,6 +166,8 @@ def spawn_run(config: LoaderConfig, kind: str, run_dir: str, plan: RunPlan, env:
                          "spawn_wall": spawn_wall, "result_path": result_path})
     write_output(spec_path, spec)  # OutputError (one line, exit 8) when the artifacts folder stops taking files
     child_env[PARENT_PID_VAR] = str(os.getpid())  # the child dies with this process (see child.die_with_parent)
+    if config.storage_options:  # the spec (a file under artifacts) holds them redacted: the child gets them whole here
+        child_env[STORAGE_OPTIONS_VAR] = orjson.dumps(list(config.storage_options)).decode()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, spec_path], env=child_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

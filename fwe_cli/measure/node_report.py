@@ -167,12 +167,38 @@ def hub_quota(dataset: str, name: str | None, split: str, revision: str | None, 
     return dict(resolve_plan(sizes, row_groups, tokens, **job), source=source)
 
 
+def bucket_access(url: str, write: bool = False, options: dict | None = None) -> list[dict]:
+    """{check, ok, detail} for listing `url` (an object store's prefix), reading its first object's first KiB, and
+    with `write` putting and removing a small probe object beside them; each failure is its one-line error."""
+    from fwe_cli.errors import FweError
+    from fwe_cli.loader.remote.object_store import store_for
+
+    store, checks = store_for(url, options), []
+
+    def check(name: str, do) -> bool:
+        try:
+            checks.append({"check": name, "ok": True, "detail": do()})
+        except FweError as exc:
+            checks.append({"check": name, "ok": False, "detail": str(exc)})
+        return checks[-1]["ok"]
+
+    listed: list = []
+    if check("list", lambda: f"{len(listed.extend(store.find(url)) or listed)} objects under {url}") and listed:
+        check("read", lambda: f"{len(store.read(listed[0], 0, min(1024, listed[0].size)))} bytes of {listed[0].url}")
+    if write:
+        probe = f"{url.rstrip('/')}/.fwe-doctor-probe-{os.getpid()}"
+        check("write", lambda: store.write(probe, b"fwe doctor\n") or store.remove(probe) or f"put and removed {probe}")
+    return checks
+
+
 def run_doctor(dataset: str = "HuggingFaceFW/fineweb-edu", name: str | None = "sample-10BT", split: str = "train",
                revision: str | None = None, tokenizer: str = "gpt2", paths: dict[str, str] | None = None,
-               timeout: float = HEAD_TIMEOUT_S, job: dict | None = None) -> dict:
+               timeout: float = HEAD_TIMEOUT_S, job: dict | None = None, bucket: str | None = None,
+               bucket_write: bool = False) -> dict:
     """Every section of the report; `paths` (role -> path) are where data would go (free disk); `job` (a job's shape,
-    hub_quota) adds the resolver requests it would send (`hub_quota`)."""
-    from fwe_cli.loader.config import env_snapshot
+    hub_quota) adds the resolver requests it would send (`hub_quota`); `bucket`: an object store's URL whose access is
+    checked (bucket_access)."""
+    from fwe_cli.loader.variables import env_snapshot
 
     versions = package_versions()
     report = {
@@ -189,7 +215,10 @@ def run_doctor(dataset: str = "HuggingFaceFW/fineweb-edu", name: str | None = "s
     }
     if job is not None:
         report["hub_quota"] = hub_quota(dataset, name, split, revision, job)
-    report["problems"] = problems(report)
+    if bucket is not None:
+        report["bucket"] = {"url": bucket, "checks": bucket_access(bucket, bucket_write)}
+    report["problems"] = problems(report) + [f"bucket {c['check']}: {c['detail']}"
+                                             for c in report.get("bucket", {}).get("checks", []) if not c["ok"]]
     report["ok"] = not report["problems"]
     report["error"] = None
     return report

@@ -18,7 +18,8 @@ import orjson
 
 from fwe_cli.artifacts import error_record, output_error, provenance, utc_iso, write_atomic
 from fwe_cli.errors import CheckFailed, ConfigError, EndOfData, FweError, OutputError, os_error_line
-from fwe_cli.loader.config import LoaderConfig, env_snapshot
+from fwe_cli.loader.config import LoaderConfig
+from fwe_cli.loader.variables import env_snapshot
 from fwe_cli.loader.fineweb_loader import FineWebLoader
 from fwe_cli.loader.sources.position import encode
 from fwe_cli.measure.hub_requests import hub_requests, requests_sent, start_counting, uses_hub

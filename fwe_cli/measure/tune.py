@@ -25,7 +25,8 @@ from typing import Callable
 
 from fwe_cli.artifacts import provenance, utc_iso, write_output
 from fwe_cli.errors import ConfigError, FweError, Partial, SettingError, TrialFailed
-from fwe_cli.loader.config import ENV_VARS, LoaderConfig, env_snapshot, resolve_config
+from fwe_cli.loader.config import LoaderConfig, resolve_config
+from fwe_cli.loader.variables import ENV_VARS, env_snapshot
 from fwe_cli.loader.limits import check_limit
 from fwe_cli.measure.child import TEST_HOOK_VARS
 from fwe_cli.measure.cold_warm import failed_runs, spawn_run

@@ -26,7 +26,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from fwe_cli.loader.config import ENV_VARS
+from fwe_cli.loader.variables import ENV_VARS
 
 
 @dataclass(frozen=True)

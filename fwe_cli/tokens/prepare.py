@@ -14,21 +14,24 @@ import os
 import fwe_cli
 from fwe_cli.artifacts import utc_iso
 from fwe_cli.loader.files.token_shards import HEADER_INTS, MAGIC, TOKENS_FORMAT
+from fwe_cli.loader.remote.object_store import local_or_url
 from fwe_cli.output import prepare
 from fwe_cli.tokens.layout import TokensLayout
 
 
 def open_text_source(src: str, strict: bool = False, holdout: float | None = None,
-                     holdout_split: str | None = None):
-    """The local source `--local-path SRC` names, opened (its files listed and checked): what fwe tokenize reads,
-    with `strict` a malformed record stops it (--bad-records error); with `holdout`, one side of a held-out split of
-    it (compose.holdout). A token directory has no text to tokenize: SourceError saying so."""
+                     holdout_split: str | None = None, storage_options: tuple[str, ...] = ()):
+    """The local source `--local-path SRC` names (files here, or an object store's URL read with `storage_options`),
+    opened (its files listed and checked): what fwe tokenize reads, with `strict` a malformed record stops it
+    (--bad-records error); with `holdout`, one side of a held-out split of it (compose.holdout). A token directory
+    has no text to tokenize: SourceError saying so."""
     from fwe_cli.loader.files.listing import no_text
+    from fwe_cli.loader.remote.storage_options import parse_storage_options
     from fwe_cli.loader.sources.registry import open_source
     from fwe_cli.loader.sources.spec import ReadOptions, SourceSpec, held_out
 
     source = open_source(held_out(SourceSpec.of("local", local_path=src), holdout, holdout_split),
-                         ReadOptions(strict=strict))
+                         ReadOptions(strict=strict, storage_options=parse_storage_options(storage_options)))
     if files_read(source).reads_tokens:
         raise no_text(src)
     source.open(lambda stage: None)
@@ -44,7 +47,7 @@ def source_record(source) -> dict:
     """The manifest's `source` record: where, and the files as they are (the source's fingerprint), and the side of a
     held-out split read (`holdout`, `holdout_split`), if any."""
     files = files_read(source).fingerprint()
-    record = {"kind": "local", "path": os.path.abspath(files_read(source).spec.options.local_path), "files": files,
+    record = {"kind": "local", "path": local_or_url(files_read(source).spec.options.local_path), "files": files,
               "bytes": sum(f["bytes"] for f in files)}
     if source.children:
         record["holdout"] = {"holdout": source.spec.options.holdout, "holdout_split": source.spec.options.holdout_split}

@@ -32,6 +32,7 @@ from fwe_cli.loader.compose.mix_file import refuse_mix
 from fwe_cli.loader.config import check_reading_settings
 from fwe_cli.loader.files.token_shards import dtype_for
 from fwe_cli.loader.remote.hub_env import hub_requests, requests_sent
+from fwe_cli.loader.remote.storage_options import parse_storage_options
 from fwe_cli.loader.shard import Shard
 from fwe_cli.loader.sources.order import StreamOrder
 from fwe_cli.loader.sources.position import decode, encode
@@ -69,6 +70,8 @@ class TokenizeConfig:
     """Tokenize one side of a held-out split of this fraction of the documents (compose.holdout); None: all of them."""
     holdout_split: str | None = None
     """The side: 'train' (the default with `holdout`) or 'holdout'."""
+    storage_options: tuple[str, ...] = ()
+    """KEY=VALUE options of the object store's filesystem for an s3:// (gs://, az://, hf://) SRC (--storage-option)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.shard_tokens, int) or not 1_000 <= self.shard_tokens <= 2**31 - 1:
@@ -82,6 +85,7 @@ class TokenizeConfig:
             raise ConfigError(f"split must be a TaskSplit, got {self.split!r}")
         try:
             check_reading_settings(self.bad_records, Shard())
+            parse_storage_options(self.storage_options)
             read = held_out(SourceSpec.of("local", local_path=self.src), self.holdout, self.holdout_split)
         except SettingError as exc:
             raise exc.naming(lambda name: "--" + name.replace("_", "-")) from None
@@ -93,7 +97,7 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
                     backend: str | None = None, bad_records: str | None = None, force: bool = False,
                     task: int | None = None, tasks: int | None = None,
                     env: Mapping[str, str] | None = None, holdout: float | None = None,
-                    holdout_split: str | None = None) -> TokenizeConfig:
+                    holdout_split: str | None = None, storage_options=None) -> TokenizeConfig:
     """The TokenizeConfig of command-line values, where None (a flag not given) leaves the field's default. The
     split is --task/--tasks, else the launcher's variables in `env` (default os.environ): a SLURM array's
     task, else torchrun's RANK/WORLD_SIZE (whose tasks on one node, LOCAL_WORLD_SIZE, share its cores)."""
@@ -103,7 +107,8 @@ def tokenize_config(src: str, out: str, tokenizer: str, shard_tokens: int | None
     if threads is None:
         threads = task_threads(split, env)
     given = {"shard_tokens": shard_tokens, "threads": threads, "backend": backend, "bad_records": bad_records,
-             "holdout": holdout, "holdout_split": holdout_split}
+             "holdout": holdout, "holdout_split": holdout_split,
+             "storage_options": tuple(storage_options) if storage_options else None}
     return TokenizeConfig(src=src, out=out, tokenizer=tokenizer, force=force, split=split,
                           **{name: value for name, value in given.items() if value is not None})
 
@@ -138,7 +143,8 @@ class _Run:
         tokenizer = load_tokenizer(self.config.tokenizer, self.config.backend)
         with OutputLock(layout):
             text = self.text = open_text_source(self.config.src, self.config.bad_records == "error",
-                                                self.config.holdout, self.config.holdout_split)
+                                                self.config.holdout, self.config.holdout_split,
+                                                self.config.storage_options)
             identity = tokenizer_identity(tokenizer, self.config.tokenizer)
             source = source_record(text)
             self.plan = SpanPlan.of(source["files"], self.config.shard_tokens, self.config.split)
@@ -288,8 +294,7 @@ def run_tokenize(config: TokenizeConfig, on_progress: Callable[[dict], None] = l
     """Create, resume or confirm the token output `config` describes; returns a result dict (see `_Run.result`).
 
     `on_progress` gets {tokens, shards, documents, elapsed_s, source_bytes_done, source_bytes (its total),
-    tokens_per_s} about twice a
-    second; `should_stop` is polled after every document batch: when true, the shard being written is dropped (the
-    manifest already points at its start) and the outcome is 'interrupted'. Raises DiskSpaceError (resumable),
-    OutputError, SourceError, TokenizerError or ConfigError."""
+    tokens_per_s} about twice a second; `should_stop` is polled after every document batch: when true, the shard being
+    written is dropped (the manifest already points at its start) and the outcome is 'interrupted'. Raises
+    DiskSpaceError (resumable), OutputError, SourceError, TokenizerError or ConfigError."""
     return _Run(config, on_progress, should_stop, faults or Faults.from_env()).run()

@@ -6,7 +6,8 @@ import re
 import pytest
 
 from fwe_cli.errors import ConfigError
-from fwe_cli.loader.config import ENV_VARS, LoaderConfig, Shard, resolve_config
+from fwe_cli.loader.config import LoaderConfig, Shard, resolve_config
+from fwe_cli.loader.variables import ENV_VARS
 from tests.helpers import invoke
 
 
@@ -47,6 +48,30 @@ def test_flag_beats_variable_beats_default():
     cfg = resolve_config(env=env, queue_depth=2, doc_batch=None)
     assert cfg.queue_depth == 2
     assert cfg.doc_batch == 9
+
+
+def test_storage_option_secrets_reach_the_filesystem_and_are_redacted_where_recorded():
+    """--storage-option pairs reach the filesystem's options whole (dotted keys nested, JSON values read), but a
+    secret's value (key, secret, token, sas, account_key, ...) is `<redacted>` in the config's JSON (what artifacts
+    record) and in the variables' record, whether it came as a flag or NSA_FWE_STORAGE_OPTIONS; the rest as given."""
+    from fwe_cli.loader.variables import env_snapshot
+
+    pairs = ["key=AKIA1", "secret=s3cr3t", "client_kwargs.aws_session_token=tok", "anon=false",
+             "client_kwargs.region_name=eu-west-1", "sas_token=sv=1&sig=2", "account_key=k"]
+    config = resolve_config(env={}, storage_options=pairs)
+    assert config.read_options().storage_options == {
+        "key": "AKIA1", "secret": "s3cr3t", "anon": False, "sas_token": "sv=1&sig=2", "account_key": "k",
+        "client_kwargs": {"aws_session_token": "tok", "region_name": "eu-west-1"}}
+    recorded = config.to_json()["storage_options"]
+    assert recorded == ["key=<redacted>", "secret=<redacted>", "client_kwargs.aws_session_token=<redacted>",
+                        "anon=false", "client_kwargs.region_name=eu-west-1", "sas_token=<redacted>",
+                        "account_key=<redacted>"]
+    assert "s3cr3t" not in str(config.to_json()) and config.to_json(secrets=True)["storage_options"] == pairs
+    env = {"NSA_FWE_STORAGE_OPTIONS": "secret=s3cr3t anon=true"}
+    assert resolve_config(env=env).read_options().storage_options == {"secret": "s3cr3t", "anon": True}
+    assert env_snapshot(env) == {"NSA_FWE_STORAGE_OPTIONS": "secret=<redacted> anon=true"}
+    with pytest.raises(ConfigError, match=r"--storage-option 'token' must be KEY=VALUE"):
+        resolve_config(env={}, storage_options=["token"])
 
 
 def test_local_path_implies_local_source_unless_source_given():

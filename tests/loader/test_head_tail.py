@@ -307,6 +307,25 @@ def test_grow_after_a_kill_9_verifies_and_the_next_run_continues(hub3, head, tmp
     assert _lines(out) == _lines(reference)[:manifest_of(out)["totals"]["documents"]]
 
 
+def test_a_bootstrap_kept_in_a_bucket_continues_from_the_hub(hub, head, s3):
+    """The bootstrap's files put in a bucket: --local-path s3://bucket/boot --tail hub gives the batches of the same
+    bootstrap on disk continued from the Hub (its head read from the bucket, its tail from the Hub); --grow over the
+    bucket is refused in one line naming the URL (its parts are not appended in a bucket)."""
+    from fwe_cli.errors import ConfigError
+
+    s3.bucket("fwe-head-tail")
+    for path in sorted(head.iterdir()):
+        if path.is_file():
+            s3.put("fwe-head-tail", f"boot/{path.name}", path.read_bytes())
+    url = "s3://fwe-head-tail/boot"
+    got, stats = pull(tail_after_head=3, local_path=url, tail="hub")
+    assert stats["parts"]["head_batches"] > 0 and stats["source"]["path"] == url
+    expected, _ = pull(len(got), local_path=str(head), tail="hub")
+    assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected))
+    with pytest.raises(ConfigError, match=f"--grow appends the Hub tail to a bootstrap on this disk; {url} is in"):
+        pull(1, local_path=url, tail="hub", grow=True)
+
+
 @pytest.mark.parametrize("args, words", [
     (("--grow",), "--grow appends the Hub tail"),
     (("--tail", "s3"), "--tail must be one of hub"),

@@ -12,7 +12,8 @@ from fwe_cli.errors import SourceError
 from fwe_cli.loader.hub.data_files import match_files, pattern_regex, split_patterns
 from fwe_cli.loader.hub.footers import hub_units
 from fwe_cli.loader.hub.listing import resolve_listing
-from fwe_cli.loader.hub.ranges import FOOTER_PROBE, column_span
+from fwe_cli.loader.hub.ranges import FOOTER_PROBE
+from fwe_cli.loader.remote.parquet_spans import column_span
 from fwe_cli.loader.hub.readahead import HubParquetReader, iter_rows
 from fwe_cli.loader.sources.units import Layout
 from tests.hubsim.repos import CONFIG_NAME, DATA_DIR, DATASET_REPO

@@ -134,3 +134,29 @@ def test_bootstrap_tokenize_writes_shards_of_the_staged_text(tmp_path):
     assert tokens.dtype == np.uint16 and len(tokens) == len(want)
     assert (tokens == 256).sum() == len(texts)
     assert bytes(np.where(tokens == 256, 0, tokens).astype(np.uint8)) == want
+
+
+def test_a_bucket_url_is_tokenized_as_the_same_file_on_disk(s3, tmp_path, source):
+    """fwe tokenize s3://bucket/docs.jsonl: the shards of the same file on disk, the manifest's source the URL with
+    each object's version; a re-run confirms the output, and one over a replaced object is refused naming the change
+    (exit 8)."""
+    import uuid
+
+    bucket = f"fwe-{uuid.uuid4().hex[:12]}"
+    s3.bucket(bucket)
+    s3.put(bucket, "docs.jsonl", source.read_bytes())
+    url = f"s3://{bucket}/docs.jsonl"
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    for src, out in ((url, remote), (str(source), local)):
+        done = cli(src, "--tokenizer", "byte", "--out", str(out), "--shard-tokens", "20000", tmp=tmp_path)
+        assert done.exit_code == 0, done.stderr
+    shards = [s["name"] for s in manifest_of(local)["shards"]]
+    assert [s["name"] for s in manifest_of(remote)["shards"]] == shards and len(shards) > 1
+    assert all((remote / name).read_bytes() == (local / name).read_bytes() for name in shards)
+    recorded = manifest_of(remote)["source"]
+    assert recorded["path"] == url and recorded["files"][0]["path"] == url and recorded["files"][0]["version"]
+    assert cli(url, "--tokenizer", "byte", "--out", str(remote), "--shard-tokens", "20000",
+               tmp=tmp_path).exit_code == 0
+    s3.put(bucket, "docs.jsonl", source.read_bytes() + source.read_bytes())
+    refused = cli(url, "--tokenizer", "byte", "--out", str(remote), "--shard-tokens", "20000", tmp=tmp_path)
+    assert refused.exit_code == 8 and "the source changed since" in refused.stderr and url in refused.stderr

@@ -29,9 +29,9 @@ from fwe_cli.errors import ConfigError, SourceError
 from fwe_cli.loader.compose.head_tail_map import HeadRowPosition, HeadTailPosition, where_rows_are
 from fwe_cli.loader.documents import Document, PlaceName
 from fwe_cli.loader.files.formats import scan_jsonl
-from fwe_cli.loader.files.listing import bootstrap_manifest_path, read_manifest
 from fwe_cli.loader.files.text import BootstrapDir
 from fwe_cli.loader.hub.source import HubRowPosition, iter_hub
+from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.sources.base import Emit, Source
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
@@ -91,11 +91,14 @@ class HeadTail(Source):
             return
         path = self.head.spec.options.local_path
         set_stage(f"opening source (listing the bootstrap {path} and its Hub tail)")
-        manifest_path = bootstrap_manifest_path(path)
-        if manifest_path is None:
+        found = self.head.manifest()  # on this disk or in an object store
+        if found is None:
             raise ConfigError(f"--tail hub continues a bootstrap of the Hub; {path} is none (no bootstrap manifest)")
-        manifest = self._start_growth(path) if self.options.grow else None
-        manifest = manifest or read_manifest(manifest_path)
+        manifest_path, manifest = found
+        if self.options.grow and is_url(path):
+            raise ConfigError(f"--grow appends the Hub tail to a bootstrap on this disk; {path} is in an object store: "
+                              "read it with --tail hub alone (or grow a copy on disk)")
+        manifest = (self._start_growth(path) if self.options.grow else None) or manifest
         if not isinstance(manifest, dict) or not isinstance(manifest.get("hub_listing"), list):
             raise ConfigError(f"--tail hub continues a bootstrap of the Hub from where it stopped; {manifest_path} "
                               f"(source {manifest.get('source') if isinstance(manifest, dict) else None!r}) records "
@@ -286,7 +289,6 @@ class HeadTail(Source):
         """The Hub commit the bootstrap read (from its manifest when not opened yet: a resume state's check)."""
         revision = self.revision
         if revision is None:
-            manifest_path = bootstrap_manifest_path(self.head.spec.options.local_path)
-            manifest = read_manifest(manifest_path) if manifest_path else None
+            manifest = (self.head.manifest() or (None, None))[1]
             revision = manifest.get("revision") if isinstance(manifest, dict) else None
         return {"revision": revision}

@@ -36,13 +36,45 @@ from fwe_cli.loader.files.listing import (  # noqa: F401  (the names callers imp
     read_manifest,
     resolve_files,
 )
+from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.position import Position
 from fwe_cli.loader.sources.where import Filtered, Where
 
 
-def _open_binary(path: str) -> BinaryIO:
+def _open_binary(path: str, start: int = 0, until: int | None = None) -> BinaryIO:
+    """The file (gunzipped if .gz) to read lines of; an object store's URL read by range reads from `start`, fetched
+    ahead up to `until` (files.objects)."""
+    if is_url(path):
+        from fwe_cli.loader.files.objects import open_object
+
+        raw = open_object(path, 0 if path.endswith(".gz") else start, None if path.endswith(".gz") else until)
+        return gzip.open(raw, "rb") if path.endswith(".gz") else raw
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
+
+
+def open_parquet(path: str):
+    """A parquet file opened (its footer read): a local one, or an object store's read by range reads
+    (files.object_parquet); SourceError naming it when it is not one."""
+    if is_url(path):
+        from fwe_cli.loader.files.object_parquet import RemoteParquet
+
+        return RemoteParquet(path)
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+
+
+def file_size(path: str) -> int:
+    """A file's bytes: os.stat, or what an object store's listing saw."""
+    if is_url(path):
+        from fwe_cli.loader.files.objects import known
+
+        return known(path)[1].size
+    return os.path.getsize(path)
 
 
 # What reading a compressed file that ends early or holds garbage raises: EOFError ("Compressed file ended before the
@@ -61,7 +93,7 @@ def read_lines(path: str, start: int = 0, lineno: int = 0, end: int | None = Non
     A read that fails raises InputError (damaged compressed data) or SourceError (any other OSError), naming the file
     and the last line read whole."""
     try:
-        handle = _open_binary(path)
+        handle = _open_binary(path, max(start - 1, 0), end)
     except OSError as exc:
         raise SourceError(os_error_line("open", path, exc)) from exc
     offset = start
@@ -150,12 +182,7 @@ def scan_parquet(
     Reads only `text` and `id` (and the filter's columns) unless `all_columns`; whole row groups before `start_row`,
     and those whose statistics rule out every row of the filter's, are not read.
     """
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
-        raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+    parquet = open_parquet(path)
     where, columns = parquet_columns(parquet, path, filtered)
     columns = None if all_columns else columns
     first, row = 0, 0
@@ -207,12 +234,7 @@ def check_fields(path: str, where: Where) -> None:
         if first is not None:
             where.matches(first[0], lambda: place(path, first[2], first[5]))
     elif path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        try:
-            schema = pq.read_schema(path)
-        except Exception as exc:  # pyarrow raises several types for a bad file
-            raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
+        schema = open_parquet(path).schema_arrow
         where.check_schema(schema.names, {f.name: f.type for f in schema}, path)
 
 

@@ -84,7 +84,7 @@ def bootstrap_manifest_path(path: str) -> str | None:
         found = read_manifest(manifest)
     except SourceError:
         return manifest  # damaged: reading it says so, naming it
-    return None if _is_token_manifest(found) else manifest
+    return None if is_token_manifest(found) else manifest
 
 
 def no_text(token_dir: str) -> SourceError:
@@ -93,7 +93,8 @@ def no_text(token_dir: str) -> SourceError:
                        "--local-path; text readers cannot")
 
 
-def _is_token_manifest(manifest: object) -> bool:
+def is_token_manifest(manifest: object) -> bool:
+    """Whether a parsed manifest is a token directory's (not a bootstrap's)."""
     from fwe_cli.loader.files.token_shards import TOKENS_FORMAT  # numpy's module: only where a manifest is read
 
     return isinstance(manifest, dict) and manifest.get("format") == TOKENS_FORMAT
@@ -153,7 +154,7 @@ def manifest_problem(manifest: object) -> str | None:
 
 def _bootstrap_manifest(manifest_path: str) -> dict:
     manifest = read_manifest(manifest_path)
-    if _is_token_manifest(manifest):
+    if is_token_manifest(manifest):
         raise no_text(os.path.dirname(manifest_path))
     problem = manifest_problem(manifest)
     if problem is not None:

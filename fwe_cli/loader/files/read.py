@@ -6,12 +6,20 @@ piece holding the file's start (it cannot be read from its middle). The readers 
 
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
-from fwe_cli.errors import SourceError
 from fwe_cli.loader.documents import Document, PlaceName
-from fwe_cli.loader.files.formats import FilePosition, parquet_columns, passing_lines, place, scan_jsonl, scan_txt
+from fwe_cli.loader.files.formats import (
+    FilePosition,
+    file_size,
+    open_parquet,
+    parquet_columns,
+    passing_lines,
+    place,
+    scan_jsonl,
+    scan_txt,
+)
+from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.sources.bad_records import BadRecords, bad_text_reason
 from fwe_cli.loader.sources.units import Piece, RowGroups
 from fwe_cli.loader.sources.where import Filtered
@@ -31,13 +39,13 @@ def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, b
         if path.endswith(".parquet"):
             if parquet is None or parquet[0] != path:
                 opened = open_parquet(path)
-                parquet = (path, opened, RowGroups.of(opened.metadata, os.path.getsize(path)))
+                parquet = (path, opened, RowGroups.of(opened.metadata, file_size(path)))
             rows = _parquet_rows(parquet[1], parquet[2], path, piece, floor.offset if floor else 0, bad, strict,
                                  filtered)
             for record, row, anchor in rows:
                 rid = record.get("id")
-                yield Document(text=record["text"], id=rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")), \
-                    FilePosition(piece.file, row, row), piece.on_line(anchor)
+                name = rid if isinstance(rid, str) else PlaceName(f"{path}:row{row}")
+                yield Document(text=record["text"], id=name), FilePosition(piece.file, row, row), piece.on_line(anchor)
             continue
         if floor is not None:
             start, line, align = floor.offset, floor.line, False
@@ -58,33 +66,28 @@ def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, b
                 FilePosition(piece.file, after, line), piece.on_line(piece.lo if piece.whole else begin)
 
 
-def open_parquet(path: str):
-    """A local parquet file opened (its footer read); SourceError naming it when it is not one."""
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
-        raise SourceError(f"{path}: not a readable parquet file ({exc})") from exc
-
-
 def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int, bad: BadRecords,
                   strict: bool, filtered: Filtered | None) -> Iterator[tuple[dict, int, int]]:
     """(record, its row number in the file from 1, its anchor) of each good row of the piece after the file's first
     `done` rows (a row group the filter's statistics rule out is not read: the units of a filtered source leave it
     out already)."""
     where, columns = parquet_columns(parquet, path, filtered)
-    for group, count in enumerate(groups.counts):
-        base = groups.bases[group]
+    wanted = []
+    for group in range(len(groups.counts)):
         first, end = groups.owned(group, piece.lo, piece.hi)
-        first = max(first, done - base)
+        first = max(first, done - groups.bases[group])
         if first < end and (where is None or where.may_match(parquet.metadata.row_group(group))):
-            table = parquet.read_row_group(group, columns=columns, use_threads=False).slice(first, end - first)
-            for i, record in enumerate(table.to_pylist(), start=first):
-                row = base + i + 1
-                if filtered is not None and not filtered.passes(record, lambda: f"{path}:row{row}"):
-                    continue
-                if isinstance(record.get("text"), str):
-                    yield record, row, groups.anchor(base + i)
-                    continue
-                bad.reject(f"{path}:row{row}", bad_text_reason(record.get("text")), strict)
+            wanted.append((group, first, end))
+    if is_url(path):  # an object's row groups (files.object_parquet): the next few fetched while one is decoded
+        parquet.plan([group for group, _, _ in wanted], columns)
+    for group, first, end in wanted:
+        base = groups.bases[group]
+        table = parquet.read_row_group(group, columns=columns, use_threads=False).slice(first, end - first)
+        for i, record in enumerate(table.to_pylist(), start=first):
+            row = base + i + 1
+            if filtered is not None and not filtered.passes(record, lambda: f"{path}:row{row}"):
+                continue
+            if isinstance(record.get("text"), str):
+                yield record, row, groups.anchor(base + i)
+                continue
+            bad.reject(f"{path}:row{row}", bad_text_reason(record.get("text")), strict)

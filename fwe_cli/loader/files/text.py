@@ -1,7 +1,9 @@
-"""Local text: plain files (JSONL/TXT/parquet, a directory or a glob of them) and a bootstrap (`fwe bootstrap`'s
-parts and manifest). Both are listed by files.listing.resolve_files and read by the local readers (files.formats); a
-bootstrap is recognised by its manifest, its parts are checked against it (size always, sha256 with --verify-parts),
-and its artifacts say it is one. A token directory is files.token_dir.
+"""Text files: plain files (JSONL/TXT/parquet, a directory or a glob of them) and a bootstrap (`fwe bootstrap`'s
+parts and manifest), on this machine or in an object store (an s3://, gs://, az://, hf:// URL). Both are listed by
+files.listing.resolve_files (a URL by files.objects.resolve_objects, which remembers each object's size and version)
+and read by the same readers (files.formats, files.read); a bootstrap is recognised by its manifest, its parts are
+checked against it (size always, sha256 with --verify-parts), and its artifacts say it is one. A token directory is
+files.token_dir.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from fwe_cli.loader.files.formats import (
     JSONL_SUFFIXES,
     FilePosition,
     check_fields,
+    file_size,
+    open_parquet,
     passing_lines,
     scan_jsonl,
     scan_parquet,
     scan_txt,
 )
-from fwe_cli.loader.files.listing import bootstrap_manifest_path, resolve_files
-from fwe_cli.loader.files.read import open_parquet, read_local
+from fwe_cli.loader.files.listing import bootstrap_manifest_path, read_manifest, resolve_files
+from fwe_cli.loader.files.read import read_local
+from fwe_cli.loader.remote.object_store import is_url
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
@@ -32,7 +37,8 @@ from fwe_cli.loader.sources.where import check_where, filter_of
 @dataclass(frozen=True)
 class LocalOptions:
     local_path: str | None = None
-    """A JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory."""
+    """A JSONL/TXT/parquet file, a directory or glob of them, a bootstrap or a token directory; or an object store's
+    URL (s3://, gs://, az://, hf://) naming an object, a prefix, a glob or a bootstrap."""
     where: str | None = None
     """A row filter on the records' fields (sources.where): only passing records are documents (not for TXT files
     or a token directory, which have no fields)."""
@@ -57,6 +63,8 @@ class LocalPath(Source):
         self.where, self.filtered = filter_of(spec.options)
         self._fingerprint: list[dict] | None = None
         self._units: list[Unit] | None = None
+        self.objects: list | None = None
+        """An object store's objects as listed (files.objects.ObjectInfo: size, version), None for local files."""
 
     @classmethod
     def location(cls, spec) -> str:
@@ -78,12 +86,21 @@ class LocalPath(Source):
         self.files = files
 
     def list_files(self) -> list[str]:
-        return resolve_files(self.spec.options.local_path, allow_partial=self.options.allow_partial,
-                             verify_parts=self.options.verify_parts)
+        path, options = self.spec.options.local_path, self.options
+        if is_url(path):
+            from fwe_cli.loader.files.objects import resolve_objects
+
+            self.objects = resolve_objects(path, options.storage_options, options.allow_partial, options.verify_parts)
+            return [obj.url for obj in self.objects]
+        return resolve_files(path, allow_partial=options.allow_partial, verify_parts=options.verify_parts)
 
     def fingerprint(self) -> list[dict]:
-        """Each file's absolute path, size and modification time as the source opened (one stat each, once): a file
-        rewritten since changes one of them."""
+        """Each file's absolute path, size and modification time as the source opened (one stat each, once), or an
+        object's URL, size and version as listed: a file rewritten (an object replaced) since changes one of them."""
+        if self.objects is not None:
+            from fwe_cli.loader.files.objects import fingerprint
+
+            return fingerprint(self.objects)
         if self._fingerprint is None or len(self._fingerprint) != len(self.files):
             out = []
             for path in self.files:
@@ -94,12 +111,16 @@ class LocalPath(Source):
 
     def local_files(self) -> list[str]:
         self.open(lambda stage: None)
-        return list(self.files)
+        return [] if is_url(self.spec.options.local_path) else list(self.files)
 
     def describe(self) -> dict:
-        return {"kind": self.spec.kind, "path": self.spec.options.local_path, "files": len(self.files),
-                "bad_records": self.bad.to_dict(),
-                **(self.filtered.describe() if self.filtered is not None else {})}
+        info = {"kind": self.spec.kind, "path": self.spec.options.local_path, "files": len(self.files),
+                "bad_records": self.bad.to_dict(), **(self.filtered.describe() if self.filtered is not None else {})}
+        if is_url(self.spec.options.local_path):  # the requests made and retried in this process
+            from fwe_cli.loader.remote.object_store import store_for
+
+            info["object_store"] = store_for(self.spec.options.local_path, self.options.storage_options).describe()
+        return info
 
 
 class LocalFiles(LocalPath):
@@ -114,7 +135,7 @@ class LocalFiles(LocalPath):
         return self._units
 
     def _file_units(self, number: int, path: str) -> list[Unit]:
-        size = os.path.getsize(path)
+        size = file_size(path)
         if self.where is None or not path.endswith(".parquet"):
             return [Unit(number, 0, size, whole=path.endswith(".gz"))]
         parquet = open_parquet(path)
@@ -139,7 +160,24 @@ class BootstrapDir(LocalFiles):
 
     @classmethod
     def reader_for(cls, spec, options) -> "BootstrapDir | None":
-        return cls(spec, options) if bootstrap_manifest_path(spec.options.local_path) is not None else None
+        path = spec.options.local_path
+        if is_url(path):
+            from fwe_cli.loader.files.objects import bootstrap_manifest_url
+
+            return cls(spec, options) if bootstrap_manifest_url(path, options.storage_options) is not None else None
+        return cls(spec, options) if bootstrap_manifest_path(path) is not None else None
+
+    def manifest(self) -> tuple[str, object] | None:
+        """(where the bootstrap's manifest is, its JSON), on this disk or in an object store; None when there is
+        none. SourceError naming a manifest that cannot be read."""
+        path = self.spec.options.local_path
+        if not is_url(path):
+            found = bootstrap_manifest_path(path)
+            return None if found is None else (found, read_manifest(found))
+        from fwe_cli.loader.files.objects import bootstrap_manifest_url, read_manifest_object
+
+        found = bootstrap_manifest_url(path, self.options.storage_options)
+        return None if found is None else (found, read_manifest_object(found, self.options.storage_options))
 
     def describe(self) -> dict:
         return dict(super().describe(), bootstrap=True)

@@ -1,5 +1,6 @@
-"""Parquet over HTTP range requests: a Hub file's URL, a range of its bytes, its footer, and the byte span of the
-wanted columns in one row group. The native Hub reader (hub.readahead) and bootstrap's downloads use these.
+"""Parquet over HTTP range requests: a Hub file's URL, a range of its bytes, its footer (the byte span of the wanted
+columns in one row group is remote.parquet_spans's). The native Hub reader (hub.readahead) and bootstrap's downloads
+use these.
 """
 
 from __future__ import annotations
@@ -96,18 +97,3 @@ def parquet_footer(url: str, file: HubFile, read: Callable[[str, HubFile, int, i
         return pq.read_metadata(view), start, tail
     except Exception as exc:  # pyarrow's own error types
         raise SourceError(f"{url}: unreadable parquet footer ({exc})") from exc
-
-
-def column_span(row_group, names: list[str]) -> tuple[int, int]:
-    """[start, end) of the bytes of the named columns' chunks in one row group (dictionary pages included)."""
-    starts, ends = [], []
-    for j in range(row_group.num_columns):
-        column = row_group.column(j)
-        if column.path_in_schema.split(".")[0] not in names:
-            continue
-        first = column.data_page_offset
-        if column.has_dictionary_page and column.dictionary_page_offset:
-            first = min(first, column.dictionary_page_offset)
-        starts.append(first)
-        ends.append(first + column.total_compressed_size)
-    return min(starts), max(ends)

@@ -25,9 +25,10 @@ from fwe_cli.loader.flow.handoff import END, Failure, Handoff
 from fwe_cli.loader.flow.stages import note
 from fwe_cli.loader.hub.head_cache import TEXT_COLUMNS, HeadCache
 from fwe_cli.loader.hub.listing import HubFile, HubListing
-from fwe_cli.loader.hub.ranges import Ranges, column_span, fetch_range, parquet_footer
+from fwe_cli.loader.hub.ranges import Ranges, fetch_range, parquet_footer
 from fwe_cli.loader.hub.source import HubRowPosition
 from fwe_cli.loader.remote.hub_env import resolve_url
+from fwe_cli.loader.remote.parquet_spans import column_span
 from fwe_cli.loader.sources.units import Piece, RowGroups, spread
 from fwe_cli.loader.sources.where import Filtered
 

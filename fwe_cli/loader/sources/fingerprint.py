@@ -61,7 +61,7 @@ def summary_changed(saved: dict | None, now: list[dict] | None, where: str, may_
         if _digest(run) != digest:
             names = [str(entry.get("path") or entry.get("name")) for entry in run]
             named = names[0] if len(names) == 1 else f"one of {len(names)} files from {names[0]} to {names[-1]}"
-            return f"{named} differs in size or modification time"
+            return f"{named} differs in size, modification time or version (ETag)"
     return None
 
 

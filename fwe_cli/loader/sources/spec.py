@@ -198,3 +198,5 @@ class ReadOptions:
     checked against it, and a bootstrap whose `tokens/` were made with it is read from those shards."""
     grow: bool = False
     """A bootstrap continued from the Hub (head_tail) is appended the Hub documents read (compose.growth)."""
+    storage_options: dict = dataclasses.field(default_factory=dict)
+    """An object store's filesystem options (--storage-option KEY=VALUE: remote.object_store), for a URL source."""

@@ -1,0 +1,105 @@
+"""A parquet object read by range reads: its footer fetched once per node (kept under fwe's cache by URL and version,
+one process of a node fetching it while the others wait: remote.node_lock), then each row group's wanted column
+chunks in one range GET, the next few fetched ahead while one is decoded (remote.range_file), so a reader's share
+costs one request per row group and no byte of a row group the filter rules out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pyarrow.parquet as pq
+
+from fwe_cli.artifacts import write_atomic
+from fwe_cli.errors import SourceError
+from fwe_cli.loader.files.objects import known
+from fwe_cli.loader.remote.hub_env import fwe_cache_dir
+from fwe_cli.loader.remote.node_lock import node_lock
+from fwe_cli.loader.remote.parquet_spans import column_span
+from fwe_cli.loader.remote.range_file import AHEAD, FOOTER_BYTES, RangeFile
+
+LOCK_WAIT_S = 60.0
+
+
+def footer_path(url: str, version: str | None) -> str:
+    key = hashlib.sha256(f"{url}\0{version}".encode()).hexdigest()[:32]
+    return os.path.join(fwe_cache_dir(), "store-footers", f"{key}.bin")
+
+
+def footer(url: str) -> tuple[int, bytes]:
+    """(its first byte, the bytes) of the object's footer: from this node's cache, else fetched and kept."""
+    store, obj = known(url)
+    path = footer_path(url, obj.version)
+    found = _cached(path, obj.size)
+    if found is not None:
+        return found
+    with node_lock(path + ".lock", LOCK_WAIT_S, f"another rank's footer of {url}"):
+        found = _cached(path, obj.size)
+        if found is not None:
+            return found
+        start = max(0, obj.size - FOOTER_BYTES)
+        tail = store.read(obj, start, obj.size)
+        if len(tail) < 8 or tail[-4:] != b"PAR1":
+            raise SourceError(f"{url}: not a parquet file (no PAR1 footer)")
+        need = int.from_bytes(tail[-8:-4], "little") + 8
+        if need > len(tail):
+            start = obj.size - need
+            tail = store.read(obj, start, obj.size - len(tail)) + tail
+        try:
+            write_atomic(path, start.to_bytes(8, "little") + tail)
+        except OSError:
+            pass  # a cache that cannot be written costs the next reader a request
+        return start, tail
+
+
+def _cached(path: str, size: int) -> tuple[int, bytes] | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    start = int.from_bytes(data[:8], "little")
+    return (start, data[8:]) if len(data) > 8 and start + len(data) - 8 == size else None
+
+
+class RemoteParquet(pq.ParquetFile):
+    """A parquet object: pyarrow reads it through a RangeFile; `plan(groups, columns)` names the row groups the
+    reader will read in order, and reading one fetches the next AHEAD of them in the background."""
+
+    def __init__(self, url: str):
+        store, obj = known(url)
+        self.url = url
+        self.ranges = RangeFile(url, obj.size, lambda a, b: store.read(obj, a, b), sequential=False)
+        start, tail = footer(url)
+        self.ranges.put(start, tail)
+        try:
+            super().__init__(self.ranges, pre_buffer=False)
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise SourceError(f"{url}: not a readable parquet file ({exc})") from exc
+        self._plan: list[int] = []
+        self._columns: list[str] | None = None
+
+    def plan(self, groups: list[int], columns: list[str] | None) -> None:
+        self._plan, self._columns = list(groups), columns
+
+    def _span(self, group: int) -> tuple[int, int]:
+        row_group = self.metadata.row_group(group)
+        names = self._columns or [self.metadata.schema.column(i).path.split(".")[0]
+                                  for i in range(self.metadata.num_columns)]
+        return column_span(row_group, names)
+
+    def read_row_group(self, i, columns=None, use_threads=False, use_pandas_metadata=False):
+        if i in self._plan:
+            at = self._plan.index(i)
+            for group in self._plan[at:at + AHEAD + 1]:
+                self.ranges.want(*self._span(group))
+            self.ranges.forget(self._span(i)[0])
+        return super().read_row_group(i, columns=columns, use_threads=use_threads,
+                                      use_pandas_metadata=use_pandas_metadata)
+
+    def iter_batches(self, batch_size=65536, row_groups=None, columns=None, **kwargs):
+        groups = list(range(self.num_row_groups)) if row_groups is None else list(row_groups)
+        self.plan(groups, columns)
+        for group in groups:
+            yield from self.read_row_group(group, columns=columns).to_batches(batch_size)
