@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Set up ./.venv (idempotent) and run the whole test suite; extra arguments go to pytest.
 #   bash scripts/test.sh            # everything (pytest workers: one per core plus three, at most 8)
-#   bash scripts/test.sh --fast     # the inner loop: -m "not slow" (tests/conftest.py's SLOW), one worker per core
+#   bash scripts/test.sh --fast     # the inner loop: -m "not slow" (tests/conftest.py's SLOW), cores + 1 workers
 #   bash scripts/test.sh -k smoke   # a subset
 # Test modules are spread over the workers whole (--dist loadfile): a module's shared runs and servers stay in one
 # process. They are handed out in the order tests/conftest.py puts them, the longest first
 # (--no-loadscope-reorder), so the workers end together. Three workers more than there are cores: the tests spend
 # more than half their time waiting (on child processes, simulated round trips, timeouts and the main job's
-# sleeping training steps), and the extra workers keep the cores busy meanwhile. The fast subset waits little: one
-# worker per core (each worker imports the suite anew).
+# sleeping training steps), and the extra workers keep the cores busy meanwhile. The fast subset waits less (a few
+# seconds of timeouts it proves, paced test servers): one worker more than there are cores (each worker imports the
+# suite anew).
 # FWE_TEST_WORKERS=N sets the number of workers; FWE_TEST_WORKERS=0 runs everything in the pytest process itself.
 # FWE_TEST_CPU=FILE writes each test's CPU seconds to FILE (python -m tests.cpu_account FILE sums them per module).
 set -euo pipefail
@@ -45,7 +46,7 @@ fi
 unset PYTHONDONTWRITEBYTECODE
 cores=$(nproc 2>/dev/null || echo 2)
 if [ ${#fast[@]} -gt 0 ]; then
-  workers=${FWE_TEST_WORKERS:-$cores}
+  workers=${FWE_TEST_WORKERS:-$(( cores + 1 ))}
 else
   workers=${FWE_TEST_WORKERS:-$(( cores + 3 < 8 ? cores + 3 : 8 ))}
 fi

@@ -9,7 +9,7 @@ import pytest
 
 from fwe_cli.loader.files.synthetic import synthetic_record
 from fwe_cli.loader.shard import RANK_VARS, SLURM_COUNT, SLURM_ID, SLURM_MIN
-from tests.helpers import write_jsonl
+from tests.helpers import REPO_ROOT, write_jsonl
 
 
 @pytest.fixture(autouse=True)
@@ -179,12 +179,41 @@ SLOW = (
     "tests/loader/test_check_resume.py::test_generated_cases_resume_exactly_with_worker_processes",
     "tests/train/test_torchdata_pattern.py",
     "tests/train/test_resume_defects.py::test_2_a_checkpoint_with_an_ended_worker_changes_world",
+    # over ~0.75 CPU-s each (FWE_TEST_CPU's accounting, 2026-11-29): the fast subset keeps a cheaper test of each path
+    "tests/benchmarks/test_bench_plan_scale.py",
+    "tests/train/test_adapter_defects.py::test_a_world_of_dataloader_workers_resumes_on_another_with_every_document_once",
+    "tests/loader/test_mixture.py::test_a_state_saved_at_any_point_resumes_the_mix_exactly",
+    "tests/bootstrap/test_bucket.py::test_bootstrap_into_a_bucket_uploads_verified_parts_then_the_manifest",
+    "tests/cli/test_regression_gate.py::test_a_bad_baseline_is_refused_before_the_run",
+    "tests/tokens/test_read_back.py::test_tokenize_output_is_read_back_as_the_text_paths_batches",
+    "tests/loader/test_gpt2_offline.py::test_offline_mode_prefers_a_cached_hub_copy",
+    "tests/tokens/test_shards.py::test_header_fields_are_llm_c_s",
+    "tests/loader/test_stream.py::test_batches_identical_across_prefetch_doc_batch_queue_and_threads",
+    "tests/cli/test_bootstrap_cmd.py::test_smoke_reads_a_bootstrap_dir_and_refuses_an_incomplete_one",
+    "tests/loader/test_batch_layouts.py::test_bos_with_gpt2_is_llm_c_s_stream",
+    "tests/loader/test_plan_scale.py::test_a_world_of_1024x8_resumes_on_1000x8_dealing_exactly_what_it_left",
+    "tests/train/test_grain.py::test_each_worker_reads_its_own_documents_of_its_rank",
+    "tests/loader/test_tiktoken_fallback.py::test_hub_file_format_is_accepted",
+    "tests/measure/test_warmup.py::test_measure_says_where_the_stall_went_and_the_warmup_that_removes_it",
+    "tests/loader/test_head_tail.py::test_the_bootstrap_records_where_in_the_hub_stream_it_stopped",
 )
 
 
 def is_slow(nodeid: str) -> bool:
     """Whether SLOW names the test's module, the test itself (any of its parameters) or one of its parameters."""
     return nodeid.split("::", 1)[0] in SLOW or nodeid.split("[", 1)[0] in SLOW or nodeid in SLOW
+
+
+def pytest_ignore_collect(collection_path, config):
+    """In the fast subset (-m "not slow") a module SLOW names whole is not even imported: its imports (transformers,
+    torchtitan, a server) would cost every worker for tests it then deselects."""
+    if config.getoption("markexpr") == "not slow" and collection_path.suffix == ".py":
+        try:
+            relative = collection_path.resolve().relative_to(REPO_ROOT).as_posix()
+        except ValueError:
+            return None
+        return True if relative in SLOW else None
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the markers
