@@ -59,15 +59,17 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
         batches = iter(loader)
         next(batches)
         first = time.perf_counter() - started
-        t0, taken = time.perf_counter(), 0
+        t0, cpu0, taken = time.perf_counter(), time.process_time(), 0
         for _ in batches if steady else ():  # a first batch's run ends at it
             taken += 1
             if taken == steady:
                 break
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         source = loader.stats()["source"]
-    return {"first_batch_s": first, "tokens_per_s": taken * SHAPE["seq_len"] * SHAPE["batch_size"] / seconds
-            if taken else None, "object_store": source.get("object_store")}
+    tokens = taken * SHAPE["seq_len"] * SHAPE["batch_size"]
+    return {"first_batch_s": first, "tokens_per_s": tokens / seconds if taken else None,
+            "tokens_per_cpu_s": tokens / cpu if taken and cpu > 0 else None,
+            "object_store": source.get("object_store")}
 
 
 def _parquet_files(directory: str, mb: float, files: int) -> list[str]:
@@ -241,14 +243,22 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(os.path.getsize(os.path.join(work, name)) for name in files)
         record: dict = {"mb": args.mb, "rtt_ms": args.rtt_ms, "object_bytes": total}
         record["first_batch"] = _first_batches(args, env, url, tokenizer, files, cache)
-        runs = harness.interleaved(args.reps, {kind: lambda rep, where=where: harness.run_json(
+        done = harness.interleaved(args.reps, {kind: lambda rep, where=where: harness.run_json(
             [sys.executable, "-m", "scripts.bench.object_store", "--child", "fwe", where, tokenizer, str(args.steady),
              "1", "0"], "steady", env=dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads))
-        )["tokens_per_s"] for kind, where in (("s3", url), ("local", work))})
+        ) for kind, where in (("s3", url), ("local", work))})
+        runs = {kind: [run["tokens_per_s"] for run in kind_runs] for kind, kind_runs in done.items()}
+        per_cpu = {kind: [run["tokens_per_cpu_s"] for run in kind_runs] for kind, kind_runs in done.items()}
         steady = {kind: harness.median(values) for kind, values in runs.items()}
+        cpu = {kind: harness.median(values) for kind, values in per_cpu.items()}
+        # the loader's own process's CPU: the simulated store (moto and its proxies) runs in this one, on the same
+        # two cores, so tokens per CPU-second of the loader is what an S3 reader costs beside reading local files
         record["steady"] = dict(steady, runs=runs, threads=args.tokenizer_threads,
-                                ratio=round(steady["s3"] / steady["local"], 3))
-        say(f"steady: s3 {steady['s3']:.0f} tokens/s, local {steady['local']:.0f} ({record['steady']['ratio']}x)")
+                                ratio=round(steady["s3"] / steady["local"], 3),
+                                per_cpu_s=dict(cpu, runs=per_cpu, ratio=round(cpu["s3"] / cpu["local"], 3)))
+        say(f"steady: s3 {steady['s3']:.0f} tokens/s, local {steady['local']:.0f} ({record['steady']['ratio']}x); "
+            f"per CPU-second of the loader {cpu['s3']:.0f} and {cpu['local']:.0f} "
+            f"({record['steady']['per_cpu_s']['ratio']}x)")
         readers = []
         for reader in range(8):
             cmd = [sys.executable, "-m", "scripts.bench.object_store", "--child", "fwe", url, tokenizer, "100000",
@@ -270,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_batch_cold": {"ratio": record["first_batch"]["cold"]["ratio"], "at_most": 0.3},
         "first_batch_warm": {"ratio": record["first_batch"]["warm"]["ratio"], "at_most": 0.3},
         "steady_vs_local": {"ratio": record["steady"]["ratio"], "at_least": 0.95},
+        "steady_per_cpu_s_vs_local": {"ratio": record["steady"]["per_cpu_s"]["ratio"], "at_least": 0.95},
         "reader_share_w8": {"value": record["readers_w8"]["max_share"], "at_most": 0.2},
         "upload_vs_s3fs_put": {"ratio": record["upload"]["speed_ratio"], "at_least": 0.8},
         "killed_upload_recorded_sent_again": {"value": killed["recorded_sent_again"] + (not killed["whole"]),

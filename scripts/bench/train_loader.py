@@ -51,10 +51,11 @@ def stage_fwe(args) -> dict:
     from fwe_cli.loader import FineWebLoader
     from scripts.bench.throughput_stages import consume, tokenizer_settled
 
-    t_start = time.perf_counter()
+    t_start, cpu0 = time.perf_counter(), _all_cpu_s()
     with FineWebLoader(_config(args)) as loader:
         out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0,
                       lambda: tokenizer_settled(loader.pipeline.tokenizer))
+    out["run_tokens_per_cpu_s"] = out["tokens"] / max(_all_cpu_s() - cpu0, 1e-9)
     return out
 
 
@@ -79,12 +80,20 @@ def stage_dataset(args, stateful: bool = True) -> dict:
                     told = True
                 yield batch
 
-    t_start = time.perf_counter()
+    t_start, cpu0 = time.perf_counter(), _all_cpu_s()
     loader = (StatefulDataLoader if stateful else DataLoader)(Reporting(_config(args)), batch_size=None,
                                                               num_workers=args.workers)
     out = consume(iter(loader), args.seq_len * args.batch, t_start, 0.0, lambda: settled.value == args.workers)
+    del loader  # its workers end and are reaped: their CPU is counted now
     out["workers"] = args.workers
+    out["run_tokens_per_cpu_s"] = out["tokens"] / max(_all_cpu_s() - cpu0, 1e-9)
     return out
+
+
+def _all_cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (a DataLoader's workers, once it is gone)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 STAGES = {"fwe": stage_fwe, "dataset": stage_dataset, "plain": lambda args: stage_dataset(args, stateful=False)}
@@ -144,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary['dataset_tokens_per_s']['median'] / 1e6:.2f} M; dataset/fwe {report['acceptance']['ratio']}, "
         f"in torch's DataLoader {report['plain_dataloader_vs_fwe']} (target {TARGET}, per rep "
         f"{summary['ratio_per_rep']['all']}); StatefulDataLoader / DataLoader {report['stateful_vs_plain']} (target "
-        f"{TARGET_VS_PLAIN}, per rep {summary['vs_plain_per_rep']['all']})  ->  {path}")
+        f"{TARGET_VS_PLAIN}, per rep {summary['vs_plain_per_rep']['all']}; per CPU-second of whole runs "
+        f"{report['stateful_vs_plain_per_cpu_s']})  ->  {path}")
     return 0
 
 
@@ -168,8 +178,12 @@ def summarize(done: dict, workers: int) -> dict:
     tokens = {name: sorted({r["tokens"] for r in runs}) for name, runs in done.items()}
     plain = harness.ratio(summary["plain_tokens_per_s"]["median"], summary["fwe_tokens_per_s"]["median"])
     state = harness.ratio(summary["dataset_tokens_per_s"]["median"], summary["plain_tokens_per_s"]["median"])
+    for name, runs in done.items():  # whole runs' tokens per CPU-second, the workers' included: less noisy
+        summary[f"{name}_run_tokens_per_cpu_s"] = figures(runs, "run_tokens_per_cpu_s")
+    per_cpu = harness.ratio(summary["dataset_run_tokens_per_cpu_s"]["median"],
+                            summary["plain_run_tokens_per_cpu_s"]["median"])
     return {"summary": summary, "workers": workers, "tokens": tokens, "plain_dataloader_vs_fwe": plain,
-            "stateful_vs_plain": state,
+            "stateful_vs_plain": state, "stateful_vs_plain_per_cpu_s": per_cpu,
             "acceptance": {"ratio": ratio, "target": TARGET, "ok": ratio is not None and ratio >= TARGET,
                            "vs_plain": {"ratio": state, "target": TARGET_VS_PLAIN,
                                         "ok": state is not None and state >= TARGET_VS_PLAIN}}}

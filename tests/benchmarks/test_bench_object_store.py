@@ -24,6 +24,7 @@ def test_object_store_bench_reports_every_figure_and_a_killed_upload_resends_not
     for state in ("cold", "warm"):
         assert len(report["first_batch"][state]["fwe_s"]) == len(report["first_batch"][state]["datasets_s"]) == 1
     assert report["steady"]["s3"] > 0 and report["steady"]["local"] > 0
+    assert report["steady"]["per_cpu_s"]["s3"] > 0 and report["steady"]["per_cpu_s"]["local"] > 0
     readers = report["readers_w8"]["readers"]
     assert len(readers) == 8 and all(r["bytes"] > 0 and r["requests"] > 0 for r in readers)
     upload = report["upload"]
@@ -31,5 +32,6 @@ def test_object_store_bench_reports_every_figure_and_a_killed_upload_resends_not
     killed = upload["killed"]
     assert killed["recorded_sent_again"] == 0 and killed["whole"]
     assert killed["sent_on_resume"] == killed["pieces"] - killed["recorded_at_kill"]  # in flight at the kill: again
-    assert set(report["acceptance"]) == {"first_batch_cold", "first_batch_warm", "steady_vs_local", "reader_share_w8",
-                                         "upload_vs_s3fs_put", "killed_upload_recorded_sent_again"}
+    assert set(report["acceptance"]) == {"first_batch_cold", "first_batch_warm", "steady_vs_local",
+                                         "steady_per_cpu_s_vs_local", "reader_share_w8", "upload_vs_s3fs_put",
+                                         "killed_upload_recorded_sent_again"}

@@ -31,4 +31,5 @@ def test_benchmark_runs_and_every_contender_reads_the_corpus(tmp_path):
         assert summary[f"{name}_tokens_per_s"]["median"] > 0 and summary[f"{name}_first_batch_s"]["median"] > 0
     assert report["acceptance"]["target"] == 0.9 and report["acceptance"]["ratio"] > 0
     assert report["plain_dataloader_vs_fwe"] > 0 and report["stateful_vs_plain"] > 0
+    assert report["stateful_vs_plain_per_cpu_s"] > 0 and summary["plain_run_tokens_per_cpu_s"]["median"] > 0
     assert report["acceptance"]["vs_plain"]["target"] == 0.97
