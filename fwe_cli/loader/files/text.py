@@ -27,7 +27,8 @@ from fwe_cli.loader.files.formats import (
 )
 from fwe_cli.loader.files.listing import bootstrap_manifest_path, read_manifest, resolve_files
 from fwe_cli.loader.files.read import read_local
-from fwe_cli.loader.remote.object_store import is_url
+from fwe_cli.loader.flow.in_background import import_in_background
+from fwe_cli.loader.remote.object_store import PACKAGES, is_url, scheme
 from fwe_cli.loader.sources.base import Source
 from fwe_cli.loader.sources.records import Records
 from fwe_cli.loader.sources.units import Piece, RowGroups, Unit
@@ -69,6 +70,18 @@ class LocalPath(Source):
     @classmethod
     def location(cls, spec) -> str:
         return str(spec.options.local_path)
+
+    def prepare(self) -> None:
+        """For an object store: its filesystem's package (s3fs, ...) and, unless the path names text, pyarrow's
+        parquet reader imported on threads of their own, beside the tokenizer's load rather than after it."""
+        super().prepare()
+        path = self.spec.options.local_path
+        if is_url(path):
+            package = PACKAGES.get(scheme(path), (None, None))[0]
+            text = path.endswith((".jsonl", ".json", ".txt", ".gz"))
+            for module in (package, None if text else "pyarrow.parquet"):
+                if module is not None:
+                    import_in_background(module)
 
     def open(self, set_stage: Callable[[str], None]) -> None:
         if self.files:
