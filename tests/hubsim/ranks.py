@@ -16,7 +16,8 @@ Ranks get RANK and WORLD_SIZE (global, as torchrun/srun set them), so each reads
 (byte tokenizer) and writes its heartbeat. `metadata(records)` counts what the Hub is asked about the dataset (its
 revision, paths-info, the HEAD that checks a branch), not the parquet range reads, and not huggingface_hub's own
 once-a-day agent registry lookup (/api/agent-harnesses, cached per HF_HOME by the client itself).
-`resolves(records)` counts the requests to the Hub's resolver (`/resolve/`, which the Hub limits per 5 minutes). With
+`resolves(records)` counts the requests to the Hub's resolver (`/resolve/`, which the Hub limits per 5 minutes):
+`file_resolves` those for data files, `branch_checks` the HEADs of ranks started after their node's listing. With
 `cdn_ttl_s`, every node's server redirects parquet resolves to one CDN server (another host:port) with signed URLs
 valid that long, as the Hub does (tests/hubsim/cdn.py).
 """
@@ -40,6 +41,11 @@ from tests.hubsim.server import HubServer
 
 METADATA = ("GET /api/datasets/{repo}/revision/", "POST /api/datasets/{repo}/paths-info/",
             "HEAD /datasets/{repo}/resolve/")
+# A rank's process waits for its stdin to close (once every rank's process exists), then becomes `fwe smoke` (exec keeps
+# the process, so its start time): every rank starts before any of them asks the Hub, as torchrun or srun start them
+# (a loaded machine spawning them one by one would otherwise start some after their node's listing was checked, and
+# such a rank checks the branch itself: hub/listing.py's FRESH_S).
+START_GATE = "import os, sys; sys.stdin.buffer.read(); os.execv(sys.argv[1], sys.argv[1:])"
 SMOKE_ARGS = ("--tokenizer", "byte", "--batches", "2", "--batch", "4", "--seq-len", "1024", "--timeout", "60")
 
 
@@ -51,6 +57,17 @@ def metadata(records: list[dict]) -> int:
 def resolves(records: list[dict]) -> int:
     """How many of a request log's records are requests to the Hub's resolver."""
     return sum(1 for r in records if r["kind"] == "resolve")
+
+
+def file_resolves(records: list[dict]) -> int:
+    """How many of a request log's resolver requests ask where a data file is (not a branch check's HEAD)."""
+    return sum(1 for r in records if r["kind"] == "resolve" and r["endpoint"].endswith(".parquet"))
+
+
+def branch_checks(records: list[dict]) -> int:
+    """How many of a request log's resolver requests are a branch check (the HEAD a rank sends when the node's
+    listing was checked before the rank started)."""
+    return sum(1 for r in records if r["kind"] == "resolve" and r["endpoint"].startswith("HEAD "))
 
 
 def burst_faults(requests: int) -> Faults:
@@ -90,6 +107,12 @@ class Run:
 
     def resolves_per_node(self) -> list[int]:
         return [resolves(records) for records in self.requests]
+
+    def file_resolves_per_node(self) -> list[int]:
+        return [file_resolves(records) for records in self.requests]
+
+    def branch_checks_per_node(self) -> list[int]:
+        return [branch_checks(records) for records in self.requests]
 
 
 class Job:
@@ -143,8 +166,11 @@ class Job:
         for rank in range(self.world):
             node = rank // self.ranks_per_node
             with open(out / f"rank{rank}.out", "wb") as stdout, open(out / f"rank{rank}.err", "wb") as stderr:
-                procs.append(subprocess.Popen(self._command(out, rank), env=self._env(node, rank), cwd=REPO_ROOT,
+                procs.append(subprocess.Popen([sys.executable, "-c", START_GATE, *self._command(out, rank)],
+                                              env=self._env(node, rank), cwd=REPO_ROOT, stdin=subprocess.PIPE,
                                               stdout=stdout, stderr=stderr))
+        for proc in procs:  # every rank's process exists: let them all go
+            proc.stdin.close()
         for proc in procs:
             try:
                 proc.wait(timeout=timeout)

@@ -173,14 +173,19 @@ def test_32_ranks_on_4_nodes_cold_resolve_each_file_at_most_once_per_node(lab, t
     redirected to one CDN: every rank starts, and each node sends the resolver at most one request per file (in all
     at most files x nodes; before: one per footer and row group read, ~80), at most as many as the model `fwe
     doctor --ranks` uses counts (the files its stretch touches, and the first file, whose footer each node's cold
-    listing reads ahead); the ranks' artifacts count them as the Hub did."""
+    listing reads ahead), and no branch check (all ranks started before their node's listing was checked). The ranks'
+    artifacts count them as the Hub did."""
     with Job(lab.root, tmp_path, nodes=4, ranks_per_node=8, cdn_ttl_s=3600) as job:
         cold = job.run("cold")
     for rank in cold.ranks:
         assert rank.returncode == 0 and rank.result["ok"], (rank.rank, rank.stderr[-3000:])
-    assert all(count <= FILES for count in cold.resolves_per_node()), cold.resolves_per_node()
+    files = cold.file_resolves_per_node()
+    assert all(count <= FILES for count in files), files
     sizes = [path.stat().st_size for path in sorted(lab.root.glob(f"datasets/{DATASET_REPO}/sample/10BT/*.parquet"))]
     model = [n + (node > 0) for node, n in enumerate(files_per_node(sizes, 4))]  # (+ file 0's footer, read ahead)
-    assert all(got <= most for got, most in zip(cold.resolves_per_node(), model, strict=True))
+    assert all(got <= most for got, most in zip(files, model, strict=True)), (files, model)
+    checks = cold.branch_checks_per_node()
+    assert checks == [0] * 4, checks
+    assert [f + c for f, c in zip(files, checks)] == cold.resolves_per_node()
     assert sum(rank.result["hub_requests"]["resolver"] for rank in cold.ranks) == sum(cold.resolves_per_node())
     assert cold.cdn and all(r["status"] == 206 for r in cold.cdn)
