@@ -5,7 +5,11 @@ ratios:
 - first batch (8 x 1024 GPT-2 tokens, a fresh interpreter each): fwe over s3:// parquet against the peer a user
   would write, `datasets.load_dataset("parquet", data_files="s3://...", streaming=True, storage_options=...)` and
   tokenizers; cold (a fresh cache) and warm (the same cache again: fwe keeps the footers);
-- steady tokens/s over s3:// against the same files on local disk (fwe both: the tokenizer's bound);
+- steady tokens/s over s3:// against the same files on local disk (fwe both: the tokenizer's bound), timed once the
+  tokenizer's one-time tiktoken check has ended (it runs beside the first batches, ~0.25 s of CPU); with --pin the
+  simulated store (this process: moto and its proxies) keeps the last core to itself and both contenders run on the
+  others, as a store on other machines would leave them, and the store's own rate is measured (8 range GETs in
+  flight over every object);
 - each of W = 8 readers' bytes and requests per epoch, against the whole (ideal 1/8);
 - a bootstrap's upload (bootstrap.bucket: 8 requests in flight, each answer's ETag checked, the manifest last)
   against s3fs's `put` of the same files with the same concurrency (what `aws s3 sync` does), connections open;
@@ -32,11 +36,14 @@ from scripts.bench.harness import say
 
 NAME = "object_store"
 SHAPE = {"seq_len": 1024, "batch_size": 8}
+SETTLE_MAX = 200  # batches a steady run waits at most for the tokenizer's tiktoken check to end before it is timed
 
 
 def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reader: int) -> dict:
     """One measured run in this (fresh) process: seconds to the first batch, then `steady` batches' tokens/s, the
     bytes and requests the store served."""
+    if os.environ.get("BENCH_CPUS"):  # --pin: this run's cores (its tokenizer's threads, made later, inherit them)
+        os.sched_setaffinity(0, {int(cpu) for cpu in os.environ["BENCH_CPUS"].split(",")})
     started = time.perf_counter()
     if kind == "datasets":
         import datasets
@@ -59,6 +66,10 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
         batches = iter(loader)
         next(batches)
         first = time.perf_counter() - started
+        settle = 0  # steady: past the one-time check that hands the tokenizer's work to tiktoken (both contenders)
+        while steady and settle < SETTLE_MAX and (loader.stats()["tokenizer"] or {}).get("check_s") is None:
+            next(batches)
+            settle += 1
         t0, cpu0, taken = time.perf_counter(), time.process_time(), 0
         for _ in batches if steady else ():  # a first batch's run ends at it
             taken += 1
@@ -68,13 +79,14 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
         source = loader.stats()["source"]
     tokens = taken * SHAPE["seq_len"] * SHAPE["batch_size"]
     return {"first_batch_s": first, "tokens_per_s": tokens / seconds if taken else None,
-            "tokens_per_cpu_s": tokens / cpu if taken and cpu > 0 else None,
+            "tokens_per_cpu_s": tokens / cpu if taken and cpu > 0 else None, "settle_batches": settle,
             "object_store": source.get("object_store")}
 
 
 def _parquet_files(directory: str, mb: float, files: int) -> list[str]:
-    """`files` parquet files of about mb/files MB of FineWeb-like records (scripts.bench.corpus), in at least 16 row
-    groups each (FineWeb-Edu's files hold ~700 of 1,000 rows: a reader's share is many row groups)."""
+    """The names of `files` parquet files in `directory`/data of about mb/files MB of FineWeb-like records
+    (scripts.bench.corpus, built in `directory`/corpus), in at least 16 row groups each (FineWeb-Edu's files hold ~700
+    of 1,000 rows: a reader's share is many row groups)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -85,8 +97,9 @@ def _parquet_files(directory: str, mb: float, files: int) -> list[str]:
     for i in range(files):
         part = texts[i * per:(i + 1) * per]
         name = f"train-{i:05d}.parquet"
+        os.makedirs(os.path.join(directory, "data"), exist_ok=True)
         pq.write_table(pa.table({"text": part, "id": [f"doc{i}-{j}" for j in range(len(part))]}),
-                       os.path.join(directory, name), row_group_size=max(20, min(1000, per // 16)))
+                       os.path.join(directory, "data", name), row_group_size=max(20, min(1000, per // 16)))
         names.append(name)
     return names
 
@@ -106,6 +119,34 @@ def _first_batches(args, env, url, tokenizer, files, cache) -> dict:
         out[state] = {"fwe_s": runs["fwe"], "datasets_s": runs["datasets"], "ratio": round(fwe / peer, 3)}
         say(f"first batch {state}: fwe {fwe:.2f} s, datasets {peer:.2f} s ({fwe / peer:.2f}x)")
     return out
+
+
+def _pin_threads(cpus: set[int]) -> None:
+    """Every thread of this process on `cpus` (a thread's affinity is its own: moto's and the proxies' threads run
+    already; the ones they start later inherit it)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # ended meanwhile
+            pass
+
+
+def _store_rate(env: dict, bucket: str, files: list[str]) -> float:
+    """MB/s the simulated store serves (its 50 ms round trip included): every object read once in 8 MiB range GETs,
+    8 in flight, by a client on the cores the steady runs had (`env`'s BENCH_CPUS; a fresh process, timed past its
+    imports and the objects' sizes)."""
+    code = ("import os, sys, time, concurrent.futures as cf, s3fs, orjson; "
+            "os.sched_setaffinity(0, {int(c) for c in os.environ['BENCH_CPUS'].split(',')}); "
+            "fs = s3fs.S3FileSystem(client_kwargs={'endpoint_url': os.environ['AWS_ENDPOINT_URL']}); "
+            "paths = sys.argv[1:]; sizes = [fs.size(p) for p in paths]; step = 8 << 20; "
+            "spans = [(p, a, min(a + step, n)) for p, n in zip(paths, sizes) for a in range(0, n, step)]; "
+            "t = time.perf_counter(); "
+            "got = sum(cf.ThreadPoolExecutor(8).map(lambda s: len(fs.cat_file(s[0], start=s[1], end=s[2])), spans)); "
+            "print(orjson.dumps({'mb_per_s': got / 1e6 / (time.perf_counter() - t)}).decode())")
+    rate = harness.run_json([sys.executable, "-c", code, *(f"{bucket}/data/{name}" for name in files)], "store rate",
+                            env=env)["mb_per_s"]
+    say(f"the simulated store serves {rate:.0f} MB/s (8 range GETs of 8 MiB in flight)")
+    return round(rate, 1)
 
 
 def _upload(args, sim, endpoint, staging) -> dict:
@@ -199,6 +240,9 @@ def parser():
     parser.add_argument("--tokenizer-threads", type=int, default=0,
                         help="tokenizer threads of the steady runs (default 0: one per core; the simulated store "
                              "runs on this machine's cores too: 1 leaves it one on a 2-core machine)")
+    parser.add_argument("--pin", action="store_true",
+                        help="steady runs: the simulated store on the last core alone, both contenders on the others "
+                             "(Linux; needs 2 cores or more)")
     parser.add_argument("--child", nargs=6, help=argparse_hidden())
     parser.add_argument("--child-upload", nargs=3, help=argparse_hidden())
     return parser
@@ -232,30 +276,41 @@ def main(argv: list[str] | None = None) -> int:
     from fwe_cli.bootstrap.config import bootstrap_config
     from fwe_cli.bootstrap.run import run_bootstrap
 
+    cores = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cores) < 2:
+        raise SystemExit(f"object_store: --pin needs 2 cores or more; this process may use {len(cores)}")
     work = tempfile.mkdtemp(prefix="fwe-bench-s3-")
     tokenizer = gpt2_tokenizer(work)
     files = _parquet_files(work, args.mb, args.files)
+    local = os.path.join(work, "data")  # the local contender reads these files and nothing else
     with S3Sim() as sim, RttProxy(sim.address, rtt_s=args.rtt_ms / 1000) as proxy:  # keep-alive, as S3
         bucket = f"bench-{uuid.uuid4().hex[:10]}"
         sim.bucket(bucket)
         for name in files:
-            sim.client.upload_file(os.path.join(work, name), bucket, f"data/{name}")
+            sim.client.upload_file(os.path.join(local, name), bucket, f"data/{name}")
         env = harness.child_env(**sim.env(proxy.url))
         url, cache = f"s3://{bucket}/data", tempfile.mkdtemp(prefix="fwe-warm-")
-        total = sum(os.path.getsize(os.path.join(work, name)) for name in files)
+        total = sum(os.path.getsize(os.path.join(local, name)) for name in files)
         record: dict = {"mb": args.mb, "rtt_ms": args.rtt_ms, "object_bytes": total}
         record["first_batch"] = _first_batches(args, env, url, tokenizer, files, cache)
+        steady_env = dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads))
+        if args.pin:  # the store's threads on the last core, the runs on the others
+            _pin_threads({cores[-1]})
+            steady_env["BENCH_CPUS"] = ",".join(str(cpu) for cpu in cores[:-1])
         done = harness.interleaved(args.reps, {kind: lambda rep, where=where: harness.run_json(
             [sys.executable, "-m", "scripts.bench.object_store", "--child", "fwe", where, tokenizer, str(args.steady),
-             "1", "0"], "steady", env=dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads))
-        ) for kind, where in (("s3", url), ("local", work))})
+             "1", "0"], "steady", env=steady_env
+        ) for kind, where in (("s3", url), ("local", local))})
+        if args.pin:
+            record["store_mb_per_s"] = _store_rate(steady_env, bucket, files)
+            _pin_threads(set(cores))
         runs = {kind: [run["tokens_per_s"] for run in kind_runs] for kind, kind_runs in done.items()}
         per_cpu = {kind: [run["tokens_per_cpu_s"] for run in kind_runs] for kind, kind_runs in done.items()}
         steady = {kind: harness.median(values) for kind, values in runs.items()}
         cpu = {kind: harness.median(values) for kind, values in per_cpu.items()}
         # the loader's own process's CPU: the simulated store (moto and its proxies) runs in this one, on the same
         # two cores, so tokens per CPU-second of the loader is what an S3 reader costs beside reading local files
-        record["steady"] = dict(steady, runs=runs, threads=args.tokenizer_threads,
+        record["steady"] = dict(steady, runs=runs, threads=args.tokenizer_threads, pinned=args.pin,
                                 ratio=round(steady["s3"] / steady["local"], 3),
                                 per_cpu_s=dict(cpu, runs=per_cpu, ratio=round(cpu["s3"] / cpu["local"], 3)))
         say(f"steady: s3 {steady['s3']:.0f} tokens/s, local {steady['local']:.0f} ({record['steady']['ratio']}x); "
