@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import time
 import uuid
 
 import numpy as np
@@ -153,6 +154,54 @@ def test_a_where_filter_never_fetches_the_row_groups_it_rules_out(s3):
     assert texts == [r["text"] for r, s in zip(records, scores) if s >= 3]
     for start, end in _ranges(s3.requests("GET", "scored.parquet")):
         assert all(end <= lo or start >= hi for lo, hi in ruled_out), (start, end, ruled_out)
+
+
+def test_a_parquet_share_is_read_in_few_gets_of_consecutive_row_groups(s3):
+    """A reader's row groups come in GETs of consecutive row groups (the first alone, then up to 512 KiB, 2 MiB and
+    8 MiB: files.object_parquet.run_bytes), not one GET per row group: 60 row groups of ~5 KB cost two GETs beside
+    the footer's, the first ending where the first row group does; no byte fetched twice; the documents those of the
+    file."""
+    from fwe_cli.loader.files.object_parquet import run_bytes
+    from fwe_cli.loader.remote.parquet_spans import column_span
+    from fwe_cli.loader.stream import DocumentStream
+
+    bucket = f"fwe-{uuid.uuid4().hex[:12]}"
+    s3.bucket(bucket)
+    rng = np.random.default_rng(1)
+    records = [{"text": f"doc {i} " + rng.bytes(400).hex(), "id": f"d{i}"} for i in range(240)]
+    data = _parquet(records, row_group_size=4)
+    metadata = pq.ParquetFile(io.BytesIO(data)).metadata
+    footer_at = len(data) - 8 - metadata.serialized_size
+    assert metadata.num_row_groups == 60 and footer_at < run_bytes(1)
+    s3.put(bucket, "many.parquet", data)
+    s3.clear_log()
+    texts = [d.text for d in DocumentStream(_config(f"s3://{bucket}/many.parquet"))]
+    assert texts == [r["text"] for r in records]
+    fetched = sorted(_ranges(s3.requests("GET", "many.parquet")))
+    rows = [(a, b) for a, b in fetched if a < footer_at]  # the rest read the footer (a suffix, then what it lacks)
+    assert len(rows) == 2 and rows[0][1] == column_span(metadata.row_group(0), ["text", "id"])[1], rows
+    assert all(a[1] <= b[0] for a, b in zip(fetched, fetched[1:])), fetched
+
+
+def test_the_next_parquet_object_is_opened_before_the_reader_reaches_it(s3):
+    """Two parquet objects read in turn: once the reader has asked for its last GET of the first, the second's
+    footer and first row group are fetched in the background, before the reader takes a document of it (so moving
+    on to it costs no round trip); the documents are both objects' in order."""
+    from fwe_cli.loader.stream import DocumentStream
+
+    bucket = f"fwe-{uuid.uuid4().hex[:12]}"
+    s3.bucket(bucket)
+    s3.put(bucket, "d/a.parquet", _parquet(DOCS[:120], row_group_size=10))
+    s3.put(bucket, "d/b.parquet", _parquet(DOCS[120:], row_group_size=10))
+    stream = iter(DocumentStream(_config(f"s3://{bucket}/d")))
+    first = [next(stream).text for _ in range(120)]  # every document of a.parquet, none of b's yet
+    assert first == [d["text"] for d in DOCS[:120]]
+    deadline = time.monotonic() + 30
+    while len(s3.requests("GET", "b.parquet")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # polled: the background fetch's requests, as the store logged them
+    assert len(s3.requests("GET", "b.parquet")) >= 2, s3.requests("GET", "b.parquet")
+    rest = [d.text for d in stream]
+    assert rest == [d["text"] for d in DOCS[120:]]
 
 
 @pytest.mark.parametrize("shuffle", [None, 11])

@@ -1,13 +1,16 @@
 """A parquet object read by range reads: its footer fetched once per node (kept under fwe's cache by URL and version,
-one process of a node fetching it while the others wait: remote.node_lock), then each row group's wanted column
-chunks in one range GET, the next few fetched ahead while one is decoded (remote.range_file), so a reader's share
-costs one request per row group and no byte of a row group the filter rules out.
+one process of a node fetching it while the others wait: remote.node_lock), then the reader's row groups' wanted
+column chunks in range GETs of up to RUN_BYTES (AWS suggests 8-16 MB a GET: fewer requests, each paying its round
+trip and the client's per-request work), the next one fetched while one is decoded (remote.range_file). A GET
+covers consecutive row groups of the reader's plan only (the first alone, for a quick first batch), so a reader
+fetches its share and no byte of a row group the filter rules out; the first GETs are smaller (run_bytes).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from typing import Callable
 
 import pyarrow.parquet as pq
 
@@ -17,9 +20,17 @@ from fwe_cli.loader.files.objects import known
 from fwe_cli.loader.remote.hub_env import fwe_cache_dir
 from fwe_cli.loader.remote.node_lock import node_lock
 from fwe_cli.loader.remote.parquet_spans import column_span
-from fwe_cli.loader.remote.range_file import AHEAD, FOOTER_BYTES, RangeFile
+from fwe_cli.loader.remote.range_file import AHEAD, CHUNK_BYTES, FOOTER_BYTES, RangeFile
 
 LOCK_WAIT_S = 60.0
+RUN_BYTES = CHUNK_BYTES  # one GET covers consecutive row groups up to this many bytes
+GAP_BYTES = 1 << 20  # columns not read between two consecutive row groups' spans, fetched along (one GET, not two)
+
+
+def run_bytes(run: int) -> int:
+    """The most bytes the plan's GET number `run` covers: the first row group alone, then 512 KiB, 2 MiB and
+    RUN_BYTES (a first batch waits for the first, and shares the link and the cores with the next ones)."""
+    return 0 if run == 0 else RUN_BYTES >> 2 * max(0, 3 - run)
 
 
 def footer_path(url: str, version: str | None) -> str:
@@ -79,9 +90,30 @@ class RemoteParquet(pq.ParquetFile):
             raise SourceError(f"{url}: not a readable parquet file ({exc})") from exc
         self._plan: list[int] = []
         self._columns: list[str] | None = None
+        self._runs: list[tuple[int, int]] = []  # the plan's GETs, [start, end) in the object
+        self._run_of: dict[int, int] = {}  # a planned row group -> its GET
+        self.on_last_get: Callable[[], None] | None = None
+        """Called once the plan's last GET is asked for (the reader opens its next object then: files.read)."""
 
     def plan(self, groups: list[int], columns: list[str] | None) -> None:
+        """The row groups the reader reads next, in order, and their columns: their GETs are laid out."""
         self._plan, self._columns = list(groups), columns
+        self._runs, self._run_of = [], {}
+        previous = None
+        for group in self._plan:
+            start, end = self._span(group)
+            if (previous == group - 1 and 0 <= start - self._runs[-1][1] <= GAP_BYTES
+                    and end - self._runs[-1][0] <= run_bytes(len(self._runs) - 1)):
+                self._runs[-1] = (self._runs[-1][0], end)
+            else:
+                self._runs.append((start, end))
+            self._run_of[group] = len(self._runs) - 1
+            previous = group
+
+    def fetch_first(self) -> None:
+        """Ask for the plan's first GETs now (a reader about to move on to this object)."""
+        for start, end in self._runs[:2]:
+            self.ranges.want(start, end)
 
     def _span(self, group: int) -> tuple[int, int]:
         row_group = self.metadata.row_group(group)
@@ -90,11 +122,14 @@ class RemoteParquet(pq.ParquetFile):
         return column_span(row_group, names)
 
     def read_row_group(self, i, columns=None, use_threads=False, use_pandas_metadata=False):
-        if i in self._plan:
-            at = self._plan.index(i)
-            for group in self._plan[at:at + AHEAD + 1]:
-                self.ranges.want(*self._span(group))
-            self.ranges.forget(self._span(i)[0])
+        if i in self._run_of:  # its GET and the next, and those of the next AHEAD row groups
+            at, run = self._plan.index(i), self._run_of[i]
+            wanted = {run, run + 1} | {self._run_of[group] for group in self._plan[at:at + AHEAD + 1]}
+            for index in sorted(r for r in wanted if r < len(self._runs)):
+                self.ranges.want(*self._runs[index])
+            self.ranges.forget(self._runs[run][0])
+            if len(self._runs) - 1 in wanted and self.on_last_get is not None:
+                self.on_last_get()
         return super().read_row_group(i, columns=columns, use_threads=use_threads,
                                       use_pandas_metadata=use_pandas_metadata)
 

@@ -32,14 +32,17 @@ def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, b
     line belongs to the piece it begins in, a parquet row to the piece its place in its row group's bytes falls in
     (sources.units), every line of a gzip file to the piece holding the file's start. Nothing outside the pieces is
     read (a .gz is decompressed from its start up to `at`)."""
-    parquet = None
+    parquet, ahead = None, None
     for number, piece in enumerate(pieces):
         path = files[piece.file]
         floor = at if number == 0 and at is not None and at.file == piece.file else None
         if path.endswith(".parquet"):
             if parquet is None or parquet[0] != path:
-                opened = open_parquet(path)
+                opened = ahead.take(path) if ahead is not None else open_parquet(path)
                 parquet = (path, opened, RowGroups.of(opened.metadata, file_size(path)))
+                ahead = _NextObject(files, pieces, number, filtered) if is_url(path) else None
+                if ahead is not None:
+                    opened.on_last_get = ahead.start
             rows = _parquet_rows(parquet[1], parquet[2], path, piece, floor.offset if floor else 0, bad, strict,
                                  filtered)
             for record, row, anchor in rows:
@@ -66,11 +69,43 @@ def read_local(files: list[str], pieces: list[Piece], at: FilePosition | None, b
                 FilePosition(piece.file, after, line), piece.on_line(piece.lo if piece.whole else begin)
 
 
-def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int, bad: BadRecords,
-                  strict: bool, filtered: Filtered | None) -> Iterator[tuple[dict, int, int]]:
-    """(record, its row number in the file from 1, its anchor) of each good row of the piece after the file's first
-    `done` rows (a row group the filter's statistics rule out is not read: the units of a filtered source leave it
-    out already)."""
+class _NextObject:
+    """The next parquet object the pieces after `pieces[number]` read: opened in the background, its first GETs asked
+    for (files.object_parquet), once `start` is called (when the reader's last GET of the current object is asked
+    for), so a reader moving on to it does not wait two round trips, and a first batch does not share its start."""
+
+    def __init__(self, files: list[str], pieces: list[Piece], number: int, filtered: Filtered | None):
+        path = files[pieces[number].file]
+        self.piece = next((p for p in pieces[number + 1:] if files[p.file] != path), None)
+        self.url = files[self.piece.file] if self.piece is not None else None
+        self.filtered = filtered
+        self._opened = None  # its Future once started
+
+    def start(self) -> None:
+        if self._opened is not None or self.url is None or not is_url(self.url) or not self.url.endswith(".parquet"):
+            return
+        import contextvars
+
+        from fwe_cli.loader.remote.range_file import fetch_pool
+
+        self._opened = fetch_pool().submit(contextvars.copy_context().run, self._open)
+
+    def _open(self):
+        parquet = open_parquet(self.url)
+        groups = RowGroups.of(parquet.metadata, file_size(self.url))
+        _, columns, wanted = _plan(parquet, groups, self.url, self.piece, 0, self.filtered)
+        parquet.plan([group for group, _, _ in wanted], columns)
+        parquet.fetch_first()
+        return parquet
+
+    def take(self, path: str):
+        """`path` opened: the one opened ahead when it is this one, else opened now."""
+        return self._opened.result() if self._opened is not None and path == self.url else open_parquet(path)
+
+
+def _plan(parquet, groups: RowGroups, path: str, piece: Piece, done: int, filtered: Filtered | None):
+    """(the filter's Where, the columns read, [(row group, first row, end row)] read) of the piece after the file's
+    first `done` rows (a row group the filter's statistics rule out is not read)."""
     where, columns = parquet_columns(parquet, path, filtered)
     wanted = []
     for group in range(len(groups.counts)):
@@ -78,6 +113,15 @@ def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int
         first = max(first, done - groups.bases[group])
         if first < end and (where is None or where.may_match(parquet.metadata.row_group(group))):
             wanted.append((group, first, end))
+    return where, columns, wanted
+
+
+def _parquet_rows(parquet, groups: RowGroups, path: str, piece: Piece, done: int, bad: BadRecords,
+                  strict: bool, filtered: Filtered | None) -> Iterator[tuple[dict, int, int]]:
+    """(record, its row number in the file from 1, its anchor) of each good row of the piece after the file's first
+    `done` rows (a row group the filter's statistics rule out is not read: the units of a filtered source leave it
+    out already)."""
+    where, columns, wanted = _plan(parquet, groups, path, piece, done, filtered)
     if is_url(path):  # an object's row groups (files.object_parquet): the next few fetched while one is decoded
         parquet.plan([group for group, _, _ in wanted], columns)
     for group, first, end in wanted:
