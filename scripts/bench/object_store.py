@@ -61,14 +61,16 @@ def _child(kind: str, url: str, tokenizer: str, steady: int, readers: int, reade
     from fwe_cli.loader import FineWebLoader, resolve_config
 
     config = resolve_config(env={}, local_path=url, tokenizer=tokenizer, shard_mod=readers, shard_rem=reader,
-                            tokenizer_threads=int(os.environ.get("BENCH_THREADS", "0")), **SHAPE)
+                            tokenizer_threads=int(os.environ.get("BENCH_THREADS", "0")),
+                            epochs=int(os.environ.get("BENCH_EPOCHS", "1")), **SHAPE)
     with FineWebLoader(config) as loader:
         batches = iter(loader)
         next(batches)
         first = time.perf_counter() - started
         settle = 0  # steady: past the one-time check that hands the tokenizer's work to tiktoken (both contenders)
         while steady and settle < SETTLE_MAX and (loader.stats()["tokenizer"] or {}).get("check_s") is None:
-            next(batches)
+            if next(batches, None) is None:  # a share that ended first (the W = 8 runs read theirs whole)
+                break
             settle += 1
         t0, cpu0, taken = time.perf_counter(), time.process_time(), 0
         for _ in batches if steady else ():  # a first batch's run ends at it
@@ -293,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(os.path.getsize(os.path.join(local, name)) for name in files)
         record: dict = {"mb": args.mb, "rtt_ms": args.rtt_ms, "object_bytes": total}
         record["first_batch"] = _first_batches(args, env, url, tokenizer, files, cache)
-        steady_env = dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads))
+        steady_env = dict(env, HF_HOME=cache, BENCH_THREADS=str(args.tokenizer_threads),
+                          BENCH_EPOCHS="1000")  # the files again and again: a small bucket never ends a steady run
         if args.pin:  # the store's threads on the last core, the runs on the others
             _pin_threads({cores[-1]})
             steady_env["BENCH_CPUS"] = ",".join(str(cpu) for cpu in cores[:-1])
