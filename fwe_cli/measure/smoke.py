@@ -269,7 +269,7 @@ def _result(config: LoaderConfig, stats: dict, pulled: BatchChecks, error: Excep
         # HTTP requests sent through huggingface_hub (Hub source or Hub tokenizer); None when no Hub was involved
         "requests": None,
         "requests_first_batch": None,  # of those, sent before the first batch was produced
-        "hub_requests": None,  # of those, by kind (resolver, api, cdn) and events (re_resolves, range_fallbacks)
+        "hub_requests": None,  # of those, by kind (resolver, api, cdn) and events (re_resolves, failed_resolves, range_fallbacks)
         "tokenizer": tok,
         "source": stats["source"],
         "fallback": stats["fallback"],

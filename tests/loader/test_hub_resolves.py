@@ -51,7 +51,20 @@ def test_reads_go_to_the_cdn_after_one_resolve_and_the_token_never_does(hub_env,
         assert fetch_range(url, start, end) == data[start:end]
     assert [(r["kind"], r["status"], r["auth"]) for r in hub_env.requests()] == [("resolve", 302, True)]
     assert [(r["kind"], r["status"], r["auth"]) for r in cdn.flush()] == [("cdn", 206, False)] * 3
-    assert hub_requests(since=mark) == {"resolver": 1, "api": 0, "cdn": 3, "re_resolves": 0, "range_fallbacks": 0}
+    assert hub_requests(since=mark) == {"resolver": 1, "api": 0, "cdn": 3, "re_resolves": 0, "failed_resolves": 0,
+                                        "range_fallbacks": 0}
+
+
+def test_a_resolve_answered_503_is_counted_failed_and_asked_again(hub_env, cdn, hubsim_root):
+    """The resolver answers the first resolve 503: the read is retried, the resolver asked once more (two resolves,
+    the first counted in `failed_resolves`), then every read goes to the CDN; bytes exact."""
+    url, file = _signed(hub_env, cdn, fail_count=1, fail_status=503, fail_match=r"resolve/.*\.parquet")
+    data, mark = _disk(hubsim_root, file), requests_sent()
+    assert fetch_range(url, 0, 100) == data[:100]
+    assert fetch_range(url, 1000, 5000) == data[1000:5000]
+    assert [(r["kind"], r["status"]) for r in hub_env.requests()] == [("resolve", 503), ("resolve", 302)]
+    counted = hub_requests(since=mark)
+    assert (counted["resolver"], counted["failed_resolves"], counted["re_resolves"]) == (2, 1, 0)
 
 
 def test_a_relative_location_is_read_on_the_hubs_own_host(hub_env, hubsim_root):

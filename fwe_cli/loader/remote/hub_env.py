@@ -71,10 +71,11 @@ def fwe_cache_dir() -> str:
 # -- the request count: numbers, not a record per request, so a long run's accounting stays the same size ---------
 # Requests by kind: the Hub's resolver (`/resolve/`, the file downloads the Hub limits per 5 minutes), the API
 # (listing), and the CDN (a download URL the resolver redirected to, on whichever host). Events beside them:
-# `re_resolves` (a download URL resolved again: expired, or refused) and `range_fallbacks` (reads sent to the Hub's
-# URL because the CDN ignored Range).
+# `re_resolves` (a download URL resolved again: expired, or refused), `failed_resolves` (a resolve whose answer did
+# not come back as one: an error status, a lost connection, a timeout; its retry asks the resolver again) and
+# `range_fallbacks` (reads sent to the Hub's URL because the CDN ignored Range).
 KINDS = ("resolver", "api", "cdn")
-EVENTS = ("re_resolves", "range_fallbacks")
+EVENTS = ("re_resolves", "failed_resolves", "range_fallbacks")
 _sent = 0
 _counts = dict.fromkeys(KINDS + EVENTS, 0)
 MARKS = 256
