@@ -96,10 +96,10 @@ def _parquet_files(directory: str, mb: float, files: int) -> list[str]:
 
     texts = read_texts(build_corpus(os.path.join(directory, "corpus"), mb)[0])
     names, per = [], -(-len(texts) // files)
+    os.makedirs(os.path.join(directory, "data"), exist_ok=True)
     for i in range(files):
         part = texts[i * per:(i + 1) * per]
         name = f"train-{i:05d}.parquet"
-        os.makedirs(os.path.join(directory, "data"), exist_ok=True)
         pq.write_table(pa.table({"text": part, "id": [f"doc{i}-{j}" for j in range(len(part))]}),
                        os.path.join(directory, "data", name), row_group_size=max(20, min(1000, per // 16)))
         names.append(name)

@@ -76,7 +76,8 @@ def _cached(path: str, size: int) -> tuple[int, bytes] | None:
 
 class RemoteParquet(pq.ParquetFile):
     """A parquet object: pyarrow reads it through a RangeFile; `plan(groups, columns)` names the row groups the
-    reader will read in order, and reading one fetches the next AHEAD of them in the background."""
+    reader will read in order and lays out their GETs, and reading one asks for its GET, the next one and those of
+    the next AHEAD row groups in the background."""
 
     def __init__(self, url: str):
         store, obj = known(url)

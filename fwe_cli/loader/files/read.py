@@ -77,12 +77,14 @@ class _NextObject:
     def __init__(self, files: list[str], pieces: list[Piece], number: int, filtered: Filtered | None):
         path = files[pieces[number].file]
         self.piece = next((p for p in pieces[number + 1:] if files[p.file] != path), None)
-        self.url = files[self.piece.file] if self.piece is not None else None
+        url = files[self.piece.file] if self.piece is not None else None
+        self.url = url if url is not None and is_url(url) and url.endswith(".parquet") else None
+        """None: no parquet object comes next."""
         self.filtered = filtered
         self._opened = None  # its Future once started
 
     def start(self) -> None:
-        if self._opened is not None or self.url is None or not is_url(self.url) or not self.url.endswith(".parquet"):
+        if self._opened is not None or self.url is None:
             return
         import contextvars
 

@@ -175,13 +175,10 @@ def resolve(url: str, headers: dict[str, str], timeout: float, stale: Resolved |
             note_event("re_resolves")
         try:
             answer = request("GET", url, headers, timeout=timeout, follow=_to_another_resolve)
-        except HttpStatusError as exc:
+        except Exception as exc:  # an error status, a lost connection, a timeout: the retry asks again
             note_event("failed_resolves")
-            if exc.response.status_code == 429:
+            if isinstance(exc, HttpStatusError) and exc.response.status_code == 429:
                 _pause(exc.response.headers)
-            raise
-        except Exception:
-            note_event("failed_resolves")
             raise
         entry = _keep(Resolved.of(url, answer.status, answer.headers, time.time()))
         if entry.location is None:
